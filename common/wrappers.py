@@ -1,0 +1,98 @@
+"""Neutral gymnax wrappers: they change what is recorded or the layout, never the numbers learned.
+
+Every wrapper acts on one environment (`reset(key, params)`, `step(key, state, action, params)`,
+gymnax 1.0 six-value step); callers vmap over environments.
+"""
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+from gymnax.environments import spaces
+from jaxtyping import Array, Bool, Float, Int
+
+
+class Wrapper:
+    """Forwards every attribute it does not define to the wrapped environment."""
+
+    def __init__(self, env: Any):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+
+class FlattenObservation(Wrapper):
+    """Observations (and final observations) as flat float32 vectors, e.g. MinAtar's 10x10xC."""
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        space = self._env.observation_space(params)
+        size = int(jnp.prod(jnp.array(space.shape)))
+        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape).reshape(size)
+        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape).reshape(size)
+        return spaces.Box(low, high, (size,), jnp.float32)
+
+    def reset(self, key: Array, params: Any) -> tuple[Array, Any]:
+        obs, state = self._env.reset(key, params)
+        return _flat(obs), state
+
+    def step(self, key: Array, state: Any, action: Array, params: Any) -> tuple:
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        info = {**info, "final_observation": _flat(info["final_observation"])}
+        return _flat(obs), state, reward, terminated, truncated, info
+
+
+def _flat(obs: Array) -> Float[Array, " obs_dim"]:
+    return jnp.asarray(obs, jnp.float32).reshape(-1)
+
+
+class EpisodeStatsState(eqx.Module):
+    """Running and last-finished episode return and length of one environment."""
+
+    env_state: Any
+    episode_return: Float[Array, ""]
+    episode_length: Int[Array, ""]
+    returned_return: Float[Array, ""]
+    returned_length: Int[Array, ""]
+    has_returned: Bool[Array, ""]  # validity flag: false until the first episode ends
+
+
+class EpisodeStats(Wrapper):
+    """Fixed-shape episode statistics (no boolean-mask indexing, so nothing recompiles)."""
+
+    def reset(self, key: Array, params: Any) -> tuple[Array, EpisodeStatsState]:
+        obs, env_state = self._env.reset(key, params)
+        zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+        state = EpisodeStatsState(env_state, zero_f, zero_i, zero_f, zero_i, jnp.array(False))
+        return obs, state
+
+    def step(self, key: Array, state: EpisodeStatsState, action: Array, params: Any) -> tuple:
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, action, params
+        )
+        done = jnp.logical_or(terminated, truncated)
+        episode_return = state.episode_return + reward.astype(jnp.float32)
+        episode_length = state.episode_length + 1
+        state = EpisodeStatsState(
+            env_state=env_state,
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(done, 0, episode_length),
+            returned_return=jnp.where(done, episode_return, state.returned_return),
+            returned_length=jnp.where(done, episode_length, state.returned_length),
+            has_returned=jnp.logical_or(state.has_returned, done),
+        )
+        return obs, state, reward, terminated, truncated, info
+
+
+def episode_metrics(state: EpisodeStatsState) -> dict[str, Float[Array, ""]]:
+    """Mean return and length of the last finished episode over the envs that finished one.
+
+    NaN until some environment has finished an episode (the validity flag, made visible).
+    """
+    count = jnp.sum(state.has_returned)
+    weights = state.has_returned / jnp.maximum(count, 1)
+    valid = count > 0
+    return {
+        "episodic_return": jnp.where(valid, jnp.sum(weights * state.returned_return), jnp.nan),
+        "episodic_length": jnp.where(valid, jnp.sum(weights * state.returned_length), jnp.nan),
+    }
