@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tyro
-from jaxtyping import Array, Int, PRNGKeyArray
+from jaxtyping import Array, Int, Key, PRNGKeyArray
 
 from common.config import ConfigError
 from common.logging import write_csv, write_json
@@ -87,7 +87,7 @@ class Train:
         return iterations * self.env_steps_per_iteration
 
 
-def seed_keys(seed: int, num_seeds: int) -> PRNGKeyArray:
+def seed_keys(seed: int, num_seeds: int) -> Key[Array, " num_seeds"]:
     """Keys for seeds `seed ... seed + num_seeds - 1`: seed i of a vmapped run is `key(seed+i)`."""
     return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds))
 
@@ -118,7 +118,7 @@ def run(
     if config.num_seeds < 1:
         raise ConfigError(f"num_seeds must be positive, got {config.num_seeds}.")
     train = make_train(config)  # validates the config; raises ConfigError before compiling
-    say = print if verbose else lambda *_: None
+    say = print if verbose else lambda *_, **__: None
     seeds = list(range(config.seed, config.seed + config.num_seeds))
     keys = seed_keys(config.seed, config.num_seeds)
 

@@ -36,7 +36,7 @@ class FlattenObservation(Wrapper):
         obs, state = self._env.reset(key, params)
         return _flat(obs), state
 
-    def step(self, key: Array, state: Any, action: Array, params: Any) -> tuple:
+    def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         info = {**info, "final_observation": _flat(info["final_observation"])}
         return _flat(obs), state, reward, terminated, truncated, info
@@ -66,7 +66,9 @@ class EpisodeStats(Wrapper):
         state = EpisodeStatsState(env_state, zero_f, zero_i, zero_f, zero_i, jnp.array(False))
         return obs, state
 
-    def step(self, key: Array, state: EpisodeStatsState, action: Array, params: Any) -> tuple:
+    def step(
+        self, key: Array, state: EpisodeStatsState, action: Array | int | float, params: Any
+    ) -> tuple:
         obs, env_state, reward, terminated, truncated, info = self._env.step(
             key, state.env_state, action, params
         )

@@ -1,0 +1,122 @@
+"""Probe environments: tiny tasks whose values or best actions are known in closed form.
+
+Each is a gymnax 1.0 `Environment`, registered with `common.envs.register_env` by conftest.py.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+
+@struct.dataclass
+class ProbeState(environment.EnvState):
+    obs: jax.Array
+    time: int
+
+
+class Probe(environment.Environment):
+    """One-dimensional observation, `num_actions` actions; subclasses set the dynamics."""
+
+    num_actions_: int = 1
+    max_steps: int = 100
+
+    @property
+    def default_params(self) -> environment.EnvParams:
+        return environment.EnvParams(max_steps_in_episode=self.max_steps)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def num_actions(self) -> int:
+        return self.num_actions_
+
+    def action_space(self, params: Any = None) -> spaces.Discrete:
+        return spaces.Discrete(self.num_actions_)
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+    def get_obs(self, state: ProbeState, params: Any = None, key: Any = None) -> jax.Array:
+        return jnp.reshape(state.obs, (1,)).astype(jnp.float32)
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, ProbeState]:
+        state = ProbeState(obs=self.first_obs(key), time=0)
+        return self.get_obs(state), state
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.zeros((), jnp.float32)
+
+    def step_env(self, key: jax.Array, state: ProbeState, action: Any, params: Any) -> tuple:
+        reward, terminated, next_obs = self.transition(state, action)
+        state = ProbeState(obs=next_obs, time=state.time + 1)
+        return self.get_obs(state), state, reward, terminated, {}
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        raise NotImplementedError
+
+
+class ProbeConstant(Probe):
+    """Reward 1, one step: V = 1."""
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        return jnp.float32(1.0), jnp.array(True), state.obs
+
+
+class ProbeObsReward(Probe):
+    """Observation +-1 at random, reward = observation, one step: V(o) = o."""
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.where(jax.random.bernoulli(key), 1.0, -1.0).astype(jnp.float32)
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        return state.obs, jnp.array(True), state.obs
+
+
+class ProbeDiscount(Probe):
+    """Two steps, observation 0 then 1, reward 1 on the second only: V(0) = gamma, V(1) = 1."""
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        last = state.time == 1
+        return jnp.where(last, 1.0, 0.0).astype(jnp.float32), last, jnp.float32(1.0)
+
+
+class ProbeAction(Probe):
+    """Two actions, observation 0 or 1 at random, reward 1 when the action equals it."""
+
+    num_actions_ = 2
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jax.random.bernoulli(key).astype(jnp.float32)
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        reward = (action == state.obs.astype(jnp.int32)).astype(jnp.float32)
+        return reward, jnp.array(True), state.obs
+
+
+class ProbeTimeLimit(Probe):
+    """Reward 1 forever, cut by a 3-step time limit; the observation does not show the time.
+
+    Bootstrapping through the limit gives V = 1 / (1 - gamma). Treating the limit as a
+    termination instead gives the average of the truncated sums, far lower.
+    """
+
+    max_steps = 3
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        return jnp.float32(1.0), jnp.array(False), state.obs
+
+
+class ProbeContinuous(ProbeConstant):
+    """ProbeConstant with a Box action space, for the action-kind checks."""
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+
+PROBES = [ProbeConstant, ProbeObsReward, ProbeDiscount, ProbeAction, ProbeTimeLimit]
+PROBES += [ProbeContinuous]

@@ -1,0 +1,118 @@
+"""Invariants: array leaves, vmapped = single runs, one trace, pure = host runner."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import ppo, trainer
+
+TINY = ppo.Config(
+    total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
+    eval_every=2, num_eval_envs=2,
+)  # fmt: skip
+
+
+def counting(train: trainer.Train) -> tuple[trainer.Train, dict[str, int]]:
+    """The same run, counting how often `step` and `evaluate` are traced."""
+    counts = {"step": 0, "evaluate": 0}
+
+    def step(state):
+        counts["step"] += 1
+        return train.step(state)
+
+    def evaluate(state, key):
+        counts["evaluate"] += 1
+        return train.evaluate(state, key)
+
+    return dataclasses.replace(train, step=step, evaluate=evaluate), counts
+
+
+@pytest.fixture(scope="module")
+def vmapped():
+    keys = trainer.seed_keys(0, 3)
+    return jax.jit(jax.vmap(ppo.make_train(TINY)))(keys)
+
+
+def assert_trees_close(a, b, rtol=1e-5, atol=1e-5):
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+
+
+def test_every_state_leaf_is_an_array(vmapped):
+    state, metrics = vmapped
+    for leaf in jax.tree.leaves((state, metrics)):
+        assert isinstance(leaf, jax.Array), type(leaf)
+    init_state = jax.jit(ppo.make_train(TINY).init)(jax.random.key(0))
+    for leaf in jax.tree.leaves(init_state):
+        assert isinstance(leaf, jax.Array), type(leaf)
+
+
+def test_metric_shapes(vmapped):
+    _, metrics = vmapped
+    num_intervals = ppo.make_train(TINY).num_intervals
+    assert num_intervals == 3
+    for group in ("train", "eval"):
+        for name, value in metrics[group].items():
+            assert value.shape == (3, num_intervals), (group, name)
+    expected = {"episodic_return", "episodic_length", "policy_loss", "value_loss", "entropy"}
+    assert expected | {"approx_kl", "clipfrac", "explained_variance"} <= set(metrics["train"])
+
+
+def test_vmapped_seed_equals_single_run(vmapped):
+    train = jax.jit(ppo.make_train(TINY))
+    for i in (0, 2):
+        single = train(jax.random.key(i))
+        assert_trees_close(jax.tree.map(lambda x, i=i: x[i], vmapped), single)
+
+
+def test_seeds_differ(vmapped):
+    state, _ = vmapped
+    weights = state.model.actor.layers[0].weight
+    assert not np.allclose(weights[0], weights[1])
+    assert not np.allclose(state.obs[0], state.obs[1])
+
+
+def test_train_traces_once():
+    train, counts = counting(ppo.make_train(TINY))
+    compiled = jax.jit(jax.vmap(train))
+    compiled(trainer.seed_keys(0, 2))
+    assert counts == {"step": 1, "evaluate": 1}
+    compiled(trainer.seed_keys(5, 2))
+    assert counts == {"step": 1, "evaluate": 1}
+
+
+def test_host_runner_equals_pure_train(vmapped):
+    make_train = ppo.make_train
+    traced = {}
+
+    def counted_make_train(config):
+        train, traced["counts"] = counting(make_train(config))
+        return train
+
+    config = dataclasses.replace(TINY, num_seeds=3)
+    result = trainer.run(config, counted_make_train, algo="ppo", verbose=False)
+    state, metrics = vmapped
+    assert_trees_close(result.state, state)
+    for group in ("train", "eval"):
+        for name, value in metrics[group].items():
+            np.testing.assert_allclose(result.metrics[group][name], value, rtol=1e-5, atol=1e-5)
+    # One interval program for all intervals: step traced once, not once per interval.
+    assert traced["counts"] == {"step": 1, "evaluate": 1}
+    assert result.summary["env_steps"] == TINY.total_timesteps
+
+
+def test_ragged_last_interval_runs_exactly_num_iterations():
+    config = dataclasses.replace(TINY, total_timesteps=4 * 8 * 5)  # 5 iterations, eval every 2
+    train = ppo.make_train(config)
+    assert train.num_intervals == 3
+    state, metrics = jax.jit(train)(jax.random.key(0))
+    adam_state = state.opt_state[1][0]
+    assert int(adam_state.count) == 5 * config.update_epochs * config.num_minibatches
+    assert np.all(np.isfinite(metrics["train"]["policy_loss"]))
+    assert train.env_steps(train.num_intervals - 1) == 160

@@ -1,0 +1,58 @@
+"""PPO on probe environments with known values and best actions, a few seconds each."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from algorithms import ppo
+
+
+def train_probe(env: str, gamma: float = 0.99):
+    config = ppo.Config(
+        env=env, total_timesteps=8 * 16 * 60, num_envs=8, num_steps=16,
+        learning_rate=3e-3, gamma=gamma, eval_every=20,
+    )  # fmt: skip
+    state, metrics = jax.jit(ppo.make_train(config))(jax.random.key(0))
+    return state, metrics
+
+
+def values(state, observations):
+    obs = jnp.array(observations, jnp.float32)[:, None]
+    return jax.vmap(state.model.value)(obs)
+
+
+def test_constant_reward():
+    state, _ = train_probe("ProbeConstant")
+    assert float(values(state, [0.0])[0]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_observation_dependent_reward():
+    state, _ = train_probe("ProbeObsReward")
+    v = values(state, [-1.0, 1.0])
+    assert float(v[0]) == pytest.approx(-1.0, abs=0.05)
+    assert float(v[1]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_one_step_discount():
+    state, _ = train_probe("ProbeDiscount", gamma=0.5)
+    v = values(state, [0.0, 1.0])
+    assert float(v[0]) == pytest.approx(0.5, abs=0.05)
+    assert float(v[1]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_action_dependent_reward():
+    state, metrics = train_probe("ProbeAction")
+    logits = jax.vmap(state.model.actor)(jnp.array([[0.0], [1.0]]))
+    assert jnp.argmax(logits, axis=-1).tolist() == [0, 1]
+    assert float(metrics["eval"]["episodic_return"][-1]) == 1.0
+
+
+def test_time_limit_is_not_a_termination():
+    gamma = 0.5
+    state, _ = train_probe("ProbeTimeLimit", gamma=gamma)
+    true_value = 1.0 / (1.0 - gamma)  # 2.0
+    # Cutting the bootstrap at the 3-step limit would average 1.75, 1.5 and 1: about 1.42.
+    as_termination = sum((1 - gamma ** (3 - t)) / (1 - gamma) for t in range(3)) / 3
+    v = float(values(state, [0.0])[0])
+    assert v == pytest.approx(true_value, abs=0.1)
+    assert abs(v - as_termination) > 0.4
