@@ -22,6 +22,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from algorithms import trainer
 from common.config import ConfigError, check_divides, check_positive, pytree_config
 from common.envs import make_env
+from common.evaluation import run_episodes
 from common.wrappers import episode_metrics
 
 
@@ -235,7 +236,6 @@ def make_train(config: Config) -> trainer.Train:
     env, env_params = make_env(config.env, action="discrete", algorithm="ppo.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     num_actions = int(env.action_space(env_params).n)
-    max_episode_steps = int(env_params.max_steps_in_episode)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
@@ -336,32 +336,10 @@ def make_train(config: Config) -> trainer.Train:
         return state, metrics
 
     def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        """Greedy policy, one episode on each of `num_eval_envs` fresh environments."""
-        reset_key, key = jax.random.split(key)
-        obs, env_state = reset(jax.random.split(reset_key, config.num_eval_envs), env_params)
-        zeros = jnp.zeros(config.num_eval_envs)
-        done = jnp.zeros(config.num_eval_envs, bool)
+        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
+            return jnp.argmax(jax.vmap(state.model.actor)(obs), axis=-1)
 
-        def not_finished(carry: tuple) -> Array:
-            t, *_, done = carry
-            return jnp.logical_and(t < max_episode_steps, ~jnp.all(done))
-
-        def eval_step(carry: tuple) -> tuple:
-            t, obs, env_state, key, returns, lengths, done = carry
-            key, env_key = jax.random.split(key)
-            action = jnp.argmax(jax.vmap(state.model.actor)(obs), axis=-1)
-            env_keys = jax.random.split(env_key, config.num_eval_envs)
-            obs, env_state, reward, terminated, truncated, _ = env_step(
-                env_keys, env_state, action, env_params
-            )
-            returns = returns + jnp.where(done, 0.0, reward)
-            lengths = lengths + jnp.where(done, 0, 1)
-            done = done | terminated | truncated
-            return t + 1, obs, env_state, key, returns, lengths, done
-
-        carry = (0, obs, env_state, key, zeros, zeros, done)
-        _, _, _, _, returns, lengths, _ = jax.lax.while_loop(not_finished, eval_step, carry)
-        return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
+        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
 
     return trainer.Train(
         init=init,
