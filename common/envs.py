@@ -12,7 +12,10 @@ from common.wrappers import EpisodeStats, FlattenObservation
 ActionKind = Literal["discrete", "continuous"]
 
 # Which canter file handles each kind of action space; named in error messages.
-ALGORITHMS_FOR: dict[str, list[str]] = {"discrete": ["algorithms/ppo.py"], "continuous": []}
+ALGORITHMS_FOR: dict[str, list[str]] = {
+    "discrete": ["algorithms/ppo.py", "algorithms/dqn.py"],
+    "continuous": [],
+}
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
 

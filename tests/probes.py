@@ -118,5 +118,72 @@ class ProbeContinuous(ProbeConstant):
         return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
 
 
+class ProbeClock(Probe):
+    """Observation = time / 3, reward 1, cut by a 3-step limit: the final observation (1.0)
+    differs from every observation an agent acts on, so replay tests can see which was stored.
+    """
+
+    max_steps = 3
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        return jnp.float32(1.0), jnp.array(False), (state.time + 1) / 3.0
+
+
+class ProbeContinuousClock(ProbeClock):
+    """ProbeClock with a Box action space (two dimensions, in [-2, 2])."""
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-2.0, 2.0, (2,), jnp.float32)
+
+
+class ProbeContinuousAction(Probe):
+    """Box action in [-2, 2], observation +-1.5 at random, one step, reward -(action - obs)^2.
+
+    The best action is the observation; its value is 0. The bound 2 makes the action scale
+    visible to an algorithm that forgets it (a tanh policy without it cannot leave [-1, 1]).
+    """
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        return spaces.Box(-2.0, 2.0, (1,), jnp.float32)
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-2.0, 2.0, (1,), jnp.float32)
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.where(jax.random.bernoulli(key), 1.5, -1.5).astype(jnp.float32)
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        reward = -jnp.sum((action - state.obs) ** 2).astype(jnp.float32)
+        return reward, jnp.array(True), state.obs
+
+
 PROBES = [ProbeConstant, ProbeObsReward, ProbeDiscount, ProbeAction, ProbeTimeLimit]
-PROBES += [ProbeContinuous]
+PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousAction]
+
+
+class ProbeContinuousTimeLimit(ProbeTimeLimit):
+    """ProbeTimeLimit with a Box action space: V = 1 / (1 - gamma) through the time limit."""
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+
+class ProbeTwoDimAction(Probe):
+    """Observation 0 or 1 at random, one step, reward -(a0 - o)^2 - (a1 + o / 2)^2.
+
+    The best action (o, -o / 2) lies inside the [-2, 2] bounds; its two dimensions want
+    different means, so mixed-up action axes show. The observation mean is 1/2, variance 1/4.
+    """
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jax.random.bernoulli(key).astype(jnp.float32)
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-2.0, 2.0, (2,), jnp.float32)
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        reward = -((action[0] - state.obs) ** 2) - (action[1] + state.obs / 2) ** 2
+        return reward.astype(jnp.float32), jnp.array(True), state.obs
+
+
+PROBES += [ProbeContinuousTimeLimit, ProbeTwoDimAction]

@@ -1,0 +1,323 @@
+"""DQN for discrete actions (Mnih et al. 2015, doi:10.1038/nature14236).
+
+Follows CleanRL's `dqn.py` and PureJaxRL's `dqn.py` (uniform replay, target network, linear
+epsilon schedule, Adam, MSE TD loss); the defaults are PureJaxRL's CartPole config. Optional
+Huber loss, double Q-learning (van Hasselt et al. 2016) and a dueling head (Wang et al. 2016).
+Deviates from both on time limits (a truncated episode bootstraps from its final observation)
+and on schedules: updates and target updates are counted, never found by `step % freq == 0` on
+a counter that advances by `num_envs`, and every seed draws from its own keys.
+
+    python algorithms/dqn.py --env CartPole-v1 --num-seeds 4
+"""
+
+import dataclasses
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
+
+from algorithms import trainer
+from common.buffer import ReplayBuffer
+from common.config import ConfigError, check_positive, pytree_config
+from common.envs import make_env
+from common.evaluation import run_episodes
+from common.wrappers import episode_metrics
+
+
+@pytree_config
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: str = "CartPole-v1"
+    """gymnax environment id (discrete actions)."""
+    seed: int = 0
+    """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
+    num_seeds: int = 1
+    """Independent seeds trained at once (vmapped, one compiled program)."""
+    total_timesteps: int = 500_000
+    """Env steps per seed; rounded down to whole iterations."""
+    eval_every: int = 2_500
+    """Iterations between greedy evaluations."""
+    num_eval_envs: int = 8
+    """Environments (one episode each) per greedy evaluation."""
+    num_envs: int = 10
+    """Parallel environments per seed."""
+    buffer_size: int = 10_000
+    """Replay buffer capacity in transitions."""
+    batch_size: int = 128
+    """Transitions sampled from the buffer per update."""
+    learning_starts: int = 10_000
+    """Env steps of warm-up before the first update."""
+    train_frequency: int = 10
+    """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 1.0
+    """Target network update rate (1.0: hard copy)."""
+    target_network_frequency: int = 500
+    """Env steps between target network updates."""
+    start_e: float = 1.0
+    """Exploration epsilon at the start."""
+    end_e: float = 0.05
+    """Exploration epsilon at the end of the schedule."""
+    exploration_fraction: float = 0.5
+    """Fraction of total_timesteps over which epsilon decays linearly."""
+    loss: Literal["mse", "huber"] = "mse"
+    """TD loss: squared error, or Huber with delta 1."""
+    double_q: bool = False
+    """Double Q-learning: the online network picks the next action, the target one rates it."""
+    dueling: bool = False
+    """Dueling head: Q = V + A - mean(A)."""
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    """Widths of the ReLU hidden layers."""
+
+    @property
+    def vector_steps_per_iteration(self) -> int:
+        return max(1, self.train_frequency // self.num_envs)
+
+    @property
+    def updates_per_iteration(self) -> int:
+        return max(1, self.num_envs // self.train_frequency)
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.num_envs * self.vector_steps_per_iteration
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.env_steps_per_iteration
+
+
+# --- networks
+
+
+class QNetwork(eqx.Module):
+    """ReLU MLP from observation to one Q-value per action, optionally with a dueling head.
+
+    Equinox's default init (PyTorch's Kaiming-uniform), as in CleanRL's DQN.
+    """
+
+    layers: tuple[eqx.nn.Linear, ...]
+    value_head: eqx.nn.Linear | None
+
+    def __init__(
+        self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], dueling: bool, key: Array
+    ):
+        sizes = (obs_dim, *hidden, num_actions)
+        keys = jax.random.split(key, len(sizes))
+        self.layers = tuple(
+            eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=False)
+        )
+        self.value_head = eqx.nn.Linear(sizes[-2], 1, key=keys[-1]) if dueling else None
+
+    def __call__(self, x: Float[Array, " obs_dim"]) -> Float[Array, " num_actions"]:
+        for layer in self.layers[:-1]:
+            x = jax.nn.relu(layer(x))
+        advantages = self.layers[-1](x)
+        if self.value_head is None:
+            return advantages
+        return self.value_head(x) + advantages - advantages.mean()
+
+
+# --- state
+
+
+class Transition(eqx.Module):
+    """Replayed experience; `next_obs` is the final observation when the episode ended there."""
+
+    obs: Float[Array, "*batch obs_dim"]
+    action: Int[Array, "*batch"]
+    reward: Float[Array, "*batch"]
+    terminated: Bool[Array, "*batch"]
+    next_obs: Float[Array, "*batch obs_dim"]
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training."""
+
+    q_network: QNetwork
+    target_network: QNetwork
+    opt_state: optax.OptState
+    buffer: ReplayBuffer
+    env_state: eqx.Module  # vmapped over num_envs
+    obs: Float[Array, "num_envs obs_dim"]
+    env_steps: Int[Array, ""]
+    key: PRNGKeyArray
+
+
+# --- losses
+
+
+def td_target(
+    reward: Float[Array, " batch"],
+    terminated: Bool[Array, " batch"],
+    next_q_target: Float[Array, "batch num_actions"],
+    next_q_online: Float[Array, "batch num_actions"],
+    gamma: float | Float[Array, ""],
+    double_q: bool,
+) -> Float[Array, " batch"]:
+    """One-step Q-learning target; only termination cuts the bootstrap (not truncation)."""
+    if double_q:
+        best = jnp.argmax(next_q_online, axis=-1)
+        next_value = jnp.take_along_axis(next_q_target, best[:, None], axis=-1)[:, 0]
+    else:
+        next_value = jnp.max(next_q_target, axis=-1)
+    return reward + gamma * (1.0 - terminated) * next_value
+
+
+def td_loss(
+    q_taken: Float[Array, " batch"], target: Float[Array, " batch"], loss: str
+) -> Float[Array, ""]:
+    """Mean squared TD error (PureJaxRL, CleanRL), or mean Huber loss with delta 1."""
+    if loss == "huber":
+        return jnp.mean(optax.huber_loss(q_taken, target, delta=1.0))
+    return jnp.mean((q_taken - target) ** 2)
+
+
+def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""]) -> PyTree:
+    """Polyak averaging `tau * online + (1 - tau) * target`; tau 0 keeps, tau 1 copies."""
+    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
+
+
+# --- training
+
+
+def make_train(config: Config) -> trainer.Train:
+    """Validate `config` and build the pure training run."""
+    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
+    check_positive(config, "buffer_size", "batch_size", "train_frequency")
+    check_positive(config, "target_network_frequency")
+    if not all(size > 0 for size in config.hidden_sizes):
+        raise ConfigError(f"hidden_sizes must be positive, got {config.hidden_sizes}.")
+    if config.num_envs % config.train_frequency and config.train_frequency % config.num_envs:
+        raise ConfigError(
+            f"train_frequency = {config.train_frequency} must divide num_envs = "
+            f"{config.num_envs} or be a multiple of it."
+        )
+    if config.buffer_size < config.num_envs:
+        raise ConfigError(
+            f"buffer_size = {config.buffer_size} is smaller than num_envs = {config.num_envs}."
+        )
+    if config.loss not in ("mse", "huber"):
+        raise ConfigError(f"loss must be 'mse' or 'huber', got '{config.loss}'.")
+    if config.num_iterations < 1:
+        raise ConfigError(
+            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
+            f"({config.env_steps_per_iteration} env steps)."
+        )
+    env, env_params = make_env(config.env, action="discrete", algorithm="dqn.py")
+    obs_dim = int(env.observation_space(env_params).shape[0])
+    num_actions = int(env.action_space(env_params).n)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    optimizer = optax.adam(config.learning_rate)
+
+    def epsilon(env_steps: Int[Array, ""]) -> Float[Array, ""]:
+        duration = config.exploration_fraction * config.total_timesteps
+        slope = (config.end_e - config.start_e) / duration
+        return jnp.maximum(config.start_e + slope * env_steps, config.end_e)  # CleanRL schedule
+
+    def init(key: PRNGKeyArray) -> TrainState:
+        model_key, env_key, key = jax.random.split(key, 3)
+        q_network = QNetwork(obs_dim, num_actions, config.hidden_sizes, config.dueling, model_key)
+        obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
+        zero_obs = jnp.zeros(obs_dim)
+        example = Transition(zero_obs, jnp.array(0), jnp.array(0.0), jnp.array(False), zero_obs)
+        buffer = ReplayBuffer.create(example, config.buffer_size)
+        opt_state = optimizer.init(q_network)
+        return TrainState(
+            q_network, q_network, opt_state, buffer, env_state, obs, jnp.array(0), key
+        )
+
+    def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
+        q_network, env_state, obs, buffer, env_steps = carry
+        explore_key, action_key, env_key = jax.random.split(key, 3)
+        greedy = jnp.argmax(jax.vmap(q_network)(obs), axis=-1)
+        random = jax.random.randint(action_key, (config.num_envs,), 0, num_actions)
+        explore = jax.random.uniform(explore_key, (config.num_envs,)) < epsilon(env_steps)
+        action = jnp.where(explore, random, greedy)
+        env_keys = jax.random.split(env_key, config.num_envs)
+        next_obs, env_state, reward, terminated, _, info = env_step(
+            env_keys, env_state, action, env_params
+        )
+        # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
+        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
+        return (q_network, env_state, next_obs, buffer, env_steps + config.num_envs), None
+
+    def loss_fn(q_network: QNetwork, batch: Transition, target: Array) -> tuple[Array, Array]:
+        q_values = jax.vmap(q_network)(batch.obs)
+        q_taken = jnp.take_along_axis(q_values, batch.action[:, None], axis=-1)[:, 0]
+        return td_loss(q_taken, target, config.loss), q_taken.mean()
+
+    def update(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+        q_network, target_network, opt_state, buffer = carry
+        batch = buffer.sample(key, config.batch_size)
+        next_q_target = jax.vmap(target_network)(batch.next_obs)
+        next_q_online = jax.vmap(q_network)(batch.next_obs) if config.double_q else next_q_target
+        target = td_target(
+            batch.reward, batch.terminated, next_q_target, next_q_online,
+            config.gamma, config.double_q,
+        )  # fmt: skip
+        (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(q_network, batch, target)
+        updates, opt_state = optimizer.update(grads, opt_state, q_network)
+        q_network = optax.apply_updates(q_network, updates)
+        return (q_network, target_network, opt_state, buffer), dict(td_loss=loss, q_values=q_mean)
+
+    def learn(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+        keys = jax.random.split(key, config.updates_per_iteration)
+        carry, stats = jax.lax.scan(update, carry, keys)
+        return carry, jax.tree.map(jnp.mean, stats)
+
+    def warm_up(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+        return carry, dict(td_loss=jnp.array(jnp.nan), q_values=jnp.array(jnp.nan))
+
+    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+        key, collect_key, update_key = jax.random.split(state.key, 3)
+        carry = (state.q_network, state.env_state, state.obs, state.buffer, state.env_steps)
+        collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
+        (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
+        # Under vmap this cond runs both branches; warm-up is a few percent of a run.
+        carry = (state.q_network, state.target_network, state.opt_state, buffer)
+        (q_network, _, opt_state, _), stats = jax.lax.cond(
+            env_steps >= config.learning_starts, learn, warm_up, carry, update_key
+        )
+        # Target update when the env-step counter crosses a multiple of the frequency.
+        freq = config.target_network_frequency
+        due = env_steps // freq > state.env_steps // freq
+        target_network = polyak_update(
+            q_network, state.target_network, jnp.where(due, config.tau, 0.0)
+        )
+        metrics = {
+            **episode_metrics(env_state),
+            **stats,
+            "epsilon": epsilon(env_steps),
+            "env_steps": env_steps.astype(jnp.float32),
+        }
+        state = dataclasses.replace(
+            state, q_network=q_network, target_network=target_network, opt_state=opt_state,
+            buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps, key=key,
+        )  # fmt: skip
+        return state, metrics
+
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
+            return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+
+        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
+
+    return trainer.Train(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        num_iterations=config.num_iterations,
+        eval_every=config.eval_every,
+        env_steps_per_iteration=config.env_steps_per_iteration,
+    )
+
+
+if __name__ == "__main__":
+    trainer.cli(Config, make_train)

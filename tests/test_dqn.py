@@ -1,0 +1,213 @@
+"""DQN: target and loss math, replay contents, probes, invariants, CLI, CartPole learning."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import dqn, trainer
+from tests.test_invariants import assert_trees_close, counting
+
+# --- math against NumPy
+
+
+def test_td_target_matches_reference():
+    rng = np.random.default_rng(0)
+    reward = rng.normal(size=32).astype(np.float32)
+    terminated = rng.random(32) < 0.3
+    q_target = rng.normal(size=(32, 3)).astype(np.float32)
+    q_online = rng.normal(size=(32, 3)).astype(np.float32)
+    args = [jnp.array(x) for x in (reward, terminated, q_target, q_online)]
+    plain = dqn.td_target(*args, 0.9, False)
+    double = dqn.td_target(*args, 0.9, True)
+    ref_plain = np.array([
+        reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i].max()) for i in range(32)
+    ])  # fmt: skip
+    ref_double = np.array([
+        reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i, q_online[i].argmax()])
+        for i in range(32)
+    ])  # fmt: skip
+    np.testing.assert_allclose(plain, ref_plain, rtol=1e-6)
+    np.testing.assert_allclose(double, ref_double, rtol=1e-6)
+    assert not np.allclose(plain, double)  # the flag changes the target
+
+
+def test_td_loss_mse_and_huber():
+    q = jnp.array([0.0, 1.0, 3.0])
+    target = jnp.array([0.5, 1.0, 0.0])
+    assert float(dqn.td_loss(q, target, "mse")) == pytest.approx((0.25 + 0 + 9) / 3)
+    # Huber, delta 1: 0.5 x^2 inside, |x| - 0.5 outside.
+    assert float(dqn.td_loss(q, target, "huber")) == pytest.approx((0.125 + 0 + 2.5) / 3)
+
+
+def test_polyak_update():
+    online, target = {"w": jnp.array([1.0, 2.0])}, {"w": jnp.array([3.0, 6.0])}
+    np.testing.assert_allclose(dqn.polyak_update(online, target, 0.25)["w"], [2.5, 5.0])
+    np.testing.assert_array_equal(dqn.polyak_update(online, target, 0.0)["w"], target["w"])
+    np.testing.assert_array_equal(dqn.polyak_update(online, target, 1.0)["w"], online["w"])
+
+
+def test_dueling_head_mean_advantage_is_the_value():
+    net = dqn.QNetwork(3, 4, (8,), True, jax.random.key(0))
+    x = jnp.ones(3)
+    hidden = jax.nn.relu(net.layers[0](x))
+    np.testing.assert_allclose(net(x).mean(), net.value_head(hidden)[0], rtol=1e-5, atol=1e-6)
+
+
+# --- probes and replay contents
+
+
+def probe_config(env: str, **overrides) -> dqn.Config:
+    config = dqn.Config(
+        env=env, total_timesteps=4 * 1500, num_envs=4, train_frequency=4, buffer_size=1000,
+        batch_size=64, learning_starts=200, learning_rate=1e-3, target_network_frequency=100,
+        start_e=1.0, end_e=1.0, eval_every=1500, num_eval_envs=2, hidden_sizes=(32, 32),
+    )  # fmt: skip
+    return dataclasses.replace(config, **overrides)
+
+
+def train_probe(env: str, **overrides):
+    return jax.jit(dqn.make_train(probe_config(env, **overrides)))(jax.random.key(0))
+
+
+def q_values(state, observations):
+    return jax.vmap(state.q_network)(jnp.array(observations, jnp.float32)[:, None])
+
+
+def test_probe_one_step_discount():
+    state, _ = train_probe("ProbeDiscount", gamma=0.5)
+    np.testing.assert_allclose(q_values(state, [0.0, 1.0])[:, 0], [0.5, 1.0], atol=0.05)
+
+
+def test_probe_action_dependent_reward():
+    state, metrics = train_probe("ProbeAction")
+    q = q_values(state, [0.0, 1.0])
+    np.testing.assert_allclose(q, [[1.0, 0.0], [0.0, 1.0]], atol=0.1)  # depends on obs and action
+    assert float(metrics["eval"]["episodic_return"][-1]) == 1.0
+
+
+def test_probe_time_limit_is_not_a_termination():
+    state, _ = train_probe("ProbeTimeLimit", gamma=0.5)
+    # Bootstrapping through the 3-step limit: Q = 1 / (1 - 0.5) = 2; cutting it: about 1.42.
+    assert float(q_values(state, [0.0])[0, 0]) == pytest.approx(2.0, abs=0.1)
+
+
+def test_replay_stores_the_final_observation_of_truncated_episodes():
+    config = probe_config("ProbeClock", total_timesteps=4 * 30, learning_starts=10**6)
+    train = dqn.make_train(config)
+    state = jax.jit(train.init)(jax.random.key(0))
+    state, _ = jax.jit(lambda s: jax.lax.scan(lambda s, _: train.step(s), s, None, 30))(state)
+    data = state.buffer.data
+    obs, next_obs = (
+        np.round(3 * np.asarray(x[:120, 0])).tolist() for x in (data.obs, data.next_obs)
+    )
+    pairs = set(zip(obs, next_obs, strict=True))
+    # Observations 0, 1/3, 2/3 lead to 1/3, 2/3 and the final 1.0, never to the reset 0.
+    assert pairs == {(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)}
+    assert not data.terminated[:120].any()
+
+
+# --- invariants
+
+TINY = dqn.Config(
+    total_timesteps=4 * 60, num_envs=4, train_frequency=2, buffer_size=64, batch_size=8,
+    learning_starts=40, target_network_frequency=16, eval_every=20, num_eval_envs=2,
+    hidden_sizes=(16,),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def vmapped():
+    train, counts = counting(dqn.make_train(TINY))
+    compiled = jax.jit(jax.vmap(train))
+    compiled(trainer.seed_keys(7, 3))
+    result = compiled(trainer.seed_keys(0, 3))
+    assert counts == {"step": 1, "evaluate": 1}  # traced once, whatever the keys
+    return result
+
+
+def test_every_leaf_is_an_array_and_metrics_have_their_shape(vmapped):
+    state, metrics = vmapped
+    for leaf in jax.tree.leaves((state, metrics)):
+        assert isinstance(leaf, jax.Array), type(leaf)
+    assert {"td_loss", "q_values", "episodic_return", "epsilon"} <= set(metrics["train"])
+    assert metrics["train"]["td_loss"].shape == (3, 3)
+    # Warm-up ends at 40 env steps, inside the first interval of 80: losses are finite.
+    assert np.all(np.isfinite(metrics["train"]["td_loss"]))
+
+
+def test_schedules_count_updates(vmapped):
+    state, _ = vmapped
+    # 60 iterations of 4 env steps, 2 updates each once 40 env steps are reached (iteration 10).
+    assert int(state.opt_state[0].count[0]) == 2 * (60 - 9)
+    assert int(state.env_steps[0]) == 240 and int(state.buffer.size[0]) == 64
+
+
+def test_vmapped_seed_equals_single_run(vmapped):
+    single = jax.jit(dqn.make_train(TINY))(jax.random.key(2))
+    assert_trees_close(jax.tree.map(lambda x: x[2], vmapped), single)
+
+
+def test_seeds_differ(vmapped):
+    state, _ = vmapped
+    weights = state.q_network.layers[0].weight
+    assert not np.allclose(weights[0], weights[1])
+    assert not np.allclose(state.buffer.data.obs[0], state.buffer.data.obs[1])
+
+
+def test_target_network_follows_the_schedule(vmapped):
+    state, _ = vmapped
+    # Last env step 240 is a multiple of 16: the hard target copy just happened.
+    assert_trees_close(state.target_network, state.q_network, rtol=0, atol=0)
+
+
+# --- command line
+
+
+def run_cli(repo_root, *args):
+    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_smoke_run(repo_root, tmp_path):
+    args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "20"]
+    done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["algo"] == "dqn" and summary["seeds"] == [0, 1]
+    assert summary["env_steps"] == 400
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--env", "Pendulum-v1"], ["continuous action space", "dqn.py", "handles discrete"]),
+        (["--train-frequency", "3"], ["train_frequency = 3", "num_envs = 10"]),
+        (["--buffer-size", "4"], ["buffer_size = 4", "num_envs = 10"]),
+        (["--total-timesteps", "5"], ["smaller than one iteration"]),
+        (["--batch-size", "0"], ["positive", "batch_size=0"]),
+    ],
+)
+def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
+    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+# --- learning
+
+
+@pytest.mark.learning
+def test_dqn_cartpole_reaches_reference_return():
+    # PureJaxRL's CartPole DQN config (the defaults), 5e5 env steps, 4 seeds.
+    config = dqn.Config(env="CartPole-v1", num_seeds=4)
+    result = trainer.run(config, dqn.make_train, algo="dqn", verbose=False)
+    assert result.summary["eval_return_mean"] >= 475, result.summary
