@@ -11,6 +11,7 @@ the environment steps (the parameters do not change during a rollout).
 """
 
 import dataclasses
+import functools
 
 import distrax
 import equinox as eqx
@@ -335,11 +336,13 @@ def make_train(config: Config) -> trainer.Train:
         )
         return state, metrics
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
-            return jnp.argmax(jax.vmap(state.model.actor)(obs), axis=-1)
+    def act(state: TrainState, obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
+        """Greedy actions: the most likely under the policy."""
+        return jnp.argmax(jax.vmap(state.model.actor)(obs), axis=-1)
 
-        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        policy = functools.partial(act, state)
+        return run_episodes(env, env_params, policy, key, config.num_eval_envs)
 
     return trainer.Train(
         init=init,
@@ -348,6 +351,7 @@ def make_train(config: Config) -> trainer.Train:
         num_iterations=config.num_iterations,
         eval_every=config.eval_every,
         env_steps_per_iteration=config.batch_size,
+        act=act,
     )
 
 

@@ -20,7 +20,20 @@ def pytree_config(cls: type) -> type:
     fields = [f.name for f in dataclasses.fields(cls)]
     data = [name for name in fields if hints[name] is float]
     meta = [name for name in fields if hints[name] is not float]
-    jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=meta)
+
+    def flatten(config: typing.Any) -> tuple:
+        children = [(jax.tree_util.GetAttrKey(n), getattr(config, n)) for n in data]
+        return children, tuple(getattr(config, n) for n in meta)
+
+    def unflatten(static: tuple, leaves: typing.Iterable) -> typing.Any:
+        # Bypass __init__: JAX rebuilds configs with tracers, arrays or placeholders as leaves,
+        # which a runtime type check of `float` fields would reject.
+        config = object.__new__(cls)
+        for name, value in [*zip(data, leaves, strict=True), *zip(meta, static, strict=True)]:
+            object.__setattr__(config, name, value)
+        return config
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten, unflatten)
     return cls
 
 

@@ -4,6 +4,7 @@ Every wrapper acts on one environment (`reset(key, params)`, `step(key, state, a
 gymnax 1.0 six-value step); callers vmap over environments.
 """
 
+import math
 from typing import Any
 
 import equinox as eqx
@@ -27,7 +28,7 @@ class FlattenObservation(Wrapper):
 
     def observation_space(self, params: Any) -> spaces.Box:
         space = self._env.observation_space(params)
-        size = int(jnp.prod(jnp.array(space.shape)))
+        size = math.prod(space.shape)
         low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape).reshape(size)
         high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape).reshape(size)
         return spaces.Box(low, high, (size,), jnp.float32)
@@ -98,3 +99,30 @@ def episode_metrics(state: EpisodeStatsState) -> dict[str, Float[Array, ""]]:
         "episodic_return": jnp.where(valid, jnp.sum(weights * state.returned_return), jnp.nan),
         "episodic_length": jnp.where(valid, jnp.sum(weights * state.returned_length), jnp.nan),
     }
+
+
+class ObservationSubset(Wrapper):
+    """Only the observation entries at `indices`: a partially observed variant of a task.
+
+    `ObservationSubset(CartPole, (0, 2))` hides CartPole's velocities (cart position and pole
+    angle remain), so a policy must infer them from the history: a test task for memory.
+    """
+
+    def __init__(self, env: Any, indices: tuple[int, ...]):
+        super().__init__(env)
+        self._indices = jnp.array(indices)
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        space = self._env.observation_space(params)
+        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape)[self._indices]
+        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape)[self._indices]
+        return spaces.Box(low, high, (len(self._indices),), jnp.float32)
+
+    def reset(self, key: Array, params: Any) -> tuple[Array, Any]:
+        obs, state = self._env.reset(key, params)
+        return obs[self._indices], state
+
+    def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        info = {**info, "final_observation": info["final_observation"][self._indices]}
+        return obs[self._indices], state, reward, terminated, truncated, info
