@@ -13,7 +13,7 @@ ActionKind = Literal["discrete", "continuous"]
 
 # Which canter file handles each kind of action space; named in error messages.
 ALGORITHMS_FOR: dict[str, list[str]] = {
-    "discrete": ["algorithms/ppo.py", "algorithms/dqn.py"],
+    "discrete": ["algorithms/ppo.py", "algorithms/dqn.py", "algorithms/pqn.py"],
     "continuous": [],
 }
 

@@ -1,0 +1,304 @@
+"""PQN for discrete actions (Gallici et al. 2024, "Simplifying Deep Temporal Difference
+Learning", arXiv:2407.04811): Q(lambda) over parallel environments, LayerNorm, no replay buffer
+and no target network.
+
+Follows purejaxql's `pqn_gymnax.py` (epsilon-greedy rollouts from many envs, Q(lambda) returns
+computed once per rollout, several epochs of minibatch regression, RAdam with global-norm
+clipping and a linearly decaying learning rate); the defaults are its CartPole config. Deviates
+on time limits: a truncated episode bootstraps from the value of its final observation, and the
+lambda recursion is cut at every episode end (purejaxql and rejax shipped off-by-one returns).
+
+    python algorithms/pqn.py --env CartPole-v1 --num-seeds 4
+"""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from algorithms import trainer
+from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.envs import make_env
+from common.evaluation import run_episodes
+from common.wrappers import episode_metrics
+
+
+@pytree_config
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: str = "CartPole-v1"
+    """gymnax environment id (discrete actions)."""
+    seed: int = 0
+    """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
+    num_seeds: int = 1
+    """Independent seeds trained at once (vmapped, one compiled program)."""
+    total_timesteps: int = 500_000
+    """Env steps per seed; rounded down to whole iterations."""
+    eval_every: int = 25
+    """Iterations between greedy evaluations."""
+    num_eval_envs: int = 8
+    """Environments (one episode each) per greedy evaluation."""
+    num_envs: int = 32
+    """Parallel environments per seed."""
+    num_steps: int = 64
+    """Steps per environment per rollout."""
+    learning_rate: float = 1e-4
+    """RAdam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to zero over the run."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clipping threshold."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 16
+    """Minibatches per epoch."""
+    gamma: float = 0.99
+    """Discount factor."""
+    q_lambda: float = 0.95
+    """Lambda of the Q(lambda) returns (0: one-step Q-learning targets)."""
+    start_e: float = 1.0
+    """Exploration epsilon at the start."""
+    end_e: float = 0.2
+    """Exploration epsilon at the end of the schedule."""
+    exploration_fraction: float = 0.2
+    """Fraction of total_timesteps over which epsilon decays linearly."""
+    reward_scale: float = 0.1
+    """Rewards are multiplied by this before the targets (purejaxql's REW_SCALE)."""
+    hidden_size: int = 256
+    """Width of the hidden layers."""
+    num_layers: int = 2
+    """Hidden layers, each Linear -> LayerNorm -> ReLU."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+# --- networks
+
+
+class QNetwork(eqx.Module):
+    """MLP with LayerNorm before each ReLU (the PQN stabiliser); one Q-value per action.
+
+    Equinox's default init (PyTorch's Kaiming-uniform weights).
+    """
+
+    layers: tuple[eqx.nn.Linear, ...]
+    norms: tuple[eqx.nn.LayerNorm, ...]
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: int, depth: int, key: Array):
+        sizes = (obs_dim,) + (hidden,) * depth + (num_actions,)
+        keys = jax.random.split(key, len(sizes) - 1)
+        self.layers = tuple(
+            eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True)
+        )
+        self.norms = tuple(eqx.nn.LayerNorm(hidden) for _ in range(depth))
+
+    def __call__(self, x: Float[Array, " obs_dim"]) -> Float[Array, " num_actions"]:
+        for layer, norm in zip(self.layers[:-1], self.norms, strict=True):
+            x = jax.nn.relu(norm(layer(x)))
+        return self.layers[-1](x)
+
+
+# --- state
+
+
+class Transition(eqx.Module):
+    """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
+
+    obs: Float[Array, "num_envs obs_dim"]
+    action: Int[Array, " num_envs"]
+    reward: Float[Array, " num_envs"]
+    terminated: Bool[Array, " num_envs"]
+    truncated: Bool[Array, " num_envs"]
+    next_obs: Float[Array, "num_envs obs_dim"]
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training."""
+
+    q_network: QNetwork
+    opt_state: optax.OptState
+    env_state: eqx.Module  # vmapped over num_envs
+    obs: Float[Array, "num_envs obs_dim"]
+    env_steps: Int[Array, ""]
+    key: PRNGKeyArray
+
+
+# --- losses
+
+
+def q_lambda_returns(
+    rewards: Float[Array, "num_steps num_envs"],
+    next_values: Float[Array, "num_steps num_envs"],
+    terminated: Bool[Array, "num_steps num_envs"],
+    truncated: Bool[Array, "num_steps num_envs"],
+    gamma: float | Float[Array, ""],
+    q_lambda: float | Float[Array, ""],
+) -> Float[Array, "num_steps num_envs"]:
+    """Peng's Q(lambda) returns G_t = r_t + gamma [(1 - lambda) V_t + lambda G_{t+1}].
+
+    `next_values[t]` is max_a Q of the observation step t led to (the final observation when the
+    episode ended there). Termination zeroes the bootstrap; truncation bootstraps from
+    `next_values[t]` alone; the last rollout step bootstraps from its own `next_values`.
+    """
+    continues = 1.0 - jnp.logical_or(terminated, truncated)
+
+    def backward(next_return: Array, step: tuple[Array, ...]) -> tuple[Array, Array]:
+        reward, value, term, cont = step
+        # At an episode end the next return belongs to another episode: use the value alone.
+        mixed = value + q_lambda * cont * (next_return - value)
+        ret = reward + gamma * (1.0 - term) * mixed
+        return ret, ret
+
+    steps = (rewards, next_values, terminated, continues)
+    _, returns = jax.lax.scan(backward, next_values[-1], steps, reverse=True)
+    return returns
+
+
+def td_loss(
+    q_taken: Float[Array, " minibatch"], target: Float[Array, " minibatch"]
+) -> Float[Array, ""]:
+    """Half mean squared error between Q(s, a) and its lambda-return (purejaxql)."""
+    return 0.5 * jnp.mean((q_taken - target) ** 2)
+
+
+# --- training
+
+
+def make_train(config: Config) -> trainer.Train:
+    """Validate `config` and build the pure training run."""
+    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
+    check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
+    check_positive(config, "num_layers")
+    check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
+    if config.num_iterations < 1:
+        raise ConfigError(
+            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
+            f"(num_envs * num_steps = {config.batch_size} env steps)."
+        )
+    env, env_params = make_env(config.env, action="discrete", algorithm="pqn.py")
+    obs_dim = int(env.observation_space(env_params).shape[0])
+    num_actions = int(env.action_space(env_params).n)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
+        updates_per_iteration = config.update_epochs * config.num_minibatches
+        return config.learning_rate * (
+            1.0 - (count // updates_per_iteration) / config.num_iterations
+        )
+
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.radam(schedule if config.anneal_lr else config.learning_rate),  # purejaxql
+    )
+
+    def epsilon(env_steps: Int[Array, ""]) -> Float[Array, ""]:
+        duration = config.exploration_fraction * config.total_timesteps
+        slope = (config.end_e - config.start_e) / duration
+        return jnp.maximum(config.start_e + slope * env_steps, config.end_e)
+
+    def init(key: PRNGKeyArray) -> TrainState:
+        model_key, env_key, key = jax.random.split(key, 3)
+        q_network = QNetwork(obs_dim, num_actions, config.hidden_size, config.num_layers, model_key)
+        obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
+        opt_state = optimizer.init(q_network)
+        return TrainState(q_network, opt_state, env_state, obs, jnp.array(0), key)
+
+    def rollout_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, Transition]:
+        q_network, env_state, obs, env_steps = carry
+        explore_key, action_key, env_key = jax.random.split(key, 3)
+        greedy = jnp.argmax(jax.vmap(q_network)(obs), axis=-1)
+        random = jax.random.randint(action_key, (config.num_envs,), 0, num_actions)
+        explore = jax.random.uniform(explore_key, (config.num_envs,)) < epsilon(env_steps)
+        action = jnp.where(explore, random, greedy)
+        env_keys = jax.random.split(env_key, config.num_envs)
+        next_obs, env_state, reward, terminated, truncated, info = env_step(
+            env_keys, env_state, action, env_params
+        )
+        transition = Transition(
+            obs, action, reward, terminated, truncated, info["final_observation"]
+        )
+        return (q_network, env_state, next_obs, env_steps + config.num_envs), transition
+
+    def loss_fn(q_network: QNetwork, batch: dict[str, Array]) -> tuple[Array, Array]:
+        q_values = jax.vmap(q_network)(batch["obs"])
+        q_taken = jnp.take_along_axis(q_values, batch["action"][:, None], axis=-1)[:, 0]
+        return td_loss(q_taken, batch["target"]), q_taken.mean()
+
+    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
+        q_network, opt_state = carry
+        (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(q_network, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, q_network)
+        q_network = optax.apply_updates(q_network, updates)
+        return (q_network, opt_state), dict(td_loss=loss, q_values=q_mean)
+
+    def update_epoch(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict]:
+        q_network, opt_state, batch = carry
+        order = jax.random.permutation(key, config.batch_size)
+        shape = (config.num_minibatches, config.minibatch_size)
+        minibatches = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
+        (q_network, opt_state), stats = jax.lax.scan(
+            update_minibatch, (q_network, opt_state), minibatches
+        )
+        return (q_network, opt_state, batch), stats
+
+    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+        key, rollout_key, update_key = jax.random.split(state.key, 3)
+        carry = (state.q_network, state.env_state, state.obs, state.env_steps)
+        rollout_keys = jax.random.split(rollout_key, config.num_steps)
+        (_, env_state, obs, env_steps), traj = jax.lax.scan(rollout_step, carry, rollout_keys)
+        # Targets once per rollout, from the parameters that collected it (purejaxql).
+        next_q = jax.vmap(jax.vmap(state.q_network))(traj.next_obs)
+        targets = q_lambda_returns(
+            config.reward_scale * traj.reward, next_q.max(axis=-1), traj.terminated, traj.truncated,
+            config.gamma, config.q_lambda,
+        )  # fmt: skip
+        batch = dict(obs=traj.obs, action=traj.action, target=targets)
+        batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
+        epoch_keys = jax.random.split(update_key, config.update_epochs)
+        (q_network, opt_state, _), stats = jax.lax.scan(
+            update_epoch, (state.q_network, state.opt_state, batch), epoch_keys
+        )
+        metrics = {
+            **episode_metrics(env_state),
+            **jax.tree.map(jnp.mean, stats),
+            "epsilon": epsilon(env_steps),
+            "env_steps": env_steps.astype(jnp.float32),
+        }
+        state = dataclasses.replace(
+            state, q_network=q_network, opt_state=opt_state, env_state=env_state, obs=obs,
+            env_steps=env_steps, key=key,
+        )  # fmt: skip
+        return state, metrics
+
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
+            return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+
+        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
+
+    return trainer.Train(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        num_iterations=config.num_iterations,
+        eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size,
+    )
+
+
+if __name__ == "__main__":
+    trainer.cli(Config, make_train)
