@@ -1,0 +1,433 @@
+"""PPO for continuous actions with a Gaussian policy (Schulman et al. 2017, arXiv:1707.06347).
+
+Follows CleanRL's `ppo_continuous_action.py` and PureJaxRL's continuous PPO: a diagonal Gaussian
+whose log-std is a state-independent parameter, orthogonal init, Adam eps 1e-5, global-norm
+clipping, observation normalisation and return-based reward scaling. Actions are clipped to the
+env's bounds only when stepping; the log-probability is of the unclipped sample. Deviations:
+a truncated episode bootstraps from the value of its final observation (as in `ppo.py`), and the
+normalisation statistics are frozen during a rollout and updated once per iteration from the
+whole batch, so the stored observations are exactly what the policy saw. Defaults are tuned for
+Pendulum-v1 (gamma 0.9, lr 1e-3, 16 envs x 256 steps, 10 epochs of 32 minibatches).
+
+    python algorithms/ppo_continuous.py --env Pendulum-v1 --num-seeds 8
+"""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from algorithms import trainer
+from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.envs import make_env
+from common.evaluation import run_episodes
+from common.wrappers import episode_metrics
+
+
+@pytree_config
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: str = "Pendulum-v1"
+    """gymnax environment id (continuous actions)."""
+    seed: int = 0
+    """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
+    num_seeds: int = 1
+    """Independent seeds trained at once (vmapped, one compiled program)."""
+    total_timesteps: int = 1_000_000
+    """Env steps per seed; rounded down to whole iterations."""
+    eval_every: int = 20
+    """Iterations between deterministic (mean-action) evaluations."""
+    num_eval_envs: int = 8
+    """Environments (one episode each) per evaluation."""
+    num_envs: int = 16
+    """Parallel environments per seed."""
+    num_steps: int = 256
+    """Steps per environment per rollout."""
+    learning_rate: float = 1e-3
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to zero over the run."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clipping threshold."""
+    update_epochs: int = 10
+    """Passes over each rollout."""
+    num_minibatches: int = 32
+    """Minibatches per epoch."""
+    gamma: float = 0.9
+    """Discount factor (also the discount of the returns that scale rewards)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """Surrogate clipping coefficient (also clips the value update)."""
+    clip_vloss: bool = True
+    """Clip the value loss as in the PPO reference implementation."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    norm_obs: bool = True
+    """Normalise observations by running mean and variance (clipped to +-10)."""
+    norm_reward: bool = True
+    """Divide rewards by the running std of the discounted return (clipped to +-10)."""
+    hidden_size: int = 64
+    """Width of the two tanh hidden layers of actor and critic."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+# --- networks
+
+
+# Copied from algorithms/ppo.py::orthogonal_linear
+def orthogonal_linear(
+    in_size: int, out_size: int, scale: float, key: PRNGKeyArray
+) -> eqx.nn.Linear:
+    """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
+    weight = jax.nn.initializers.orthogonal(scale)(key, (out_size, in_size))
+    layer = eqx.nn.Linear(in_size, out_size, key=key)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
+
+
+# Copied from algorithms/ppo.py::MLP
+class MLP(eqx.Module):
+    """Two tanh hidden layers; hidden gain sqrt(2), output gain chosen by the caller."""
+
+    layers: tuple[eqx.nn.Linear, ...]
+
+    def __init__(
+        self, in_size: int, out_size: int, hidden: int, out_scale: float, key: PRNGKeyArray
+    ):
+        keys = jax.random.split(key, 3)
+        self.layers = (
+            orthogonal_linear(in_size, hidden, 2**0.5, keys[0]),
+            orthogonal_linear(hidden, hidden, 2**0.5, keys[1]),
+            orthogonal_linear(hidden, out_size, out_scale, keys[2]),
+        )
+
+    def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
+        for layer in self.layers[:-1]:
+            x = jnp.tanh(layer(x))
+        return self.layers[-1](x)
+
+
+class ActorCritic(eqx.Module):
+    """Gaussian actor (mean net, output gain 0.01; state-independent log-std, init 0), critic."""
+
+    actor: MLP
+    log_std: Float[Array, " action_dim"]
+    critic: MLP
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray):
+        actor_key, critic_key = jax.random.split(key)
+        self.actor = MLP(obs_dim, action_dim, hidden, 0.01, actor_key)
+        self.log_std = jnp.zeros(action_dim)
+        self.critic = MLP(obs_dim, 1, hidden, 1.0, critic_key)
+
+    def value(self, obs: Float[Array, " obs_dim"]) -> Float[Array, ""]:
+        return self.critic(obs)[0]
+
+
+# --- state
+
+
+class RunningStats(eqx.Module):
+    """Running mean and variance of a stream of batches (count starts at 1e-4, as in gym)."""
+
+    mean: Float[Array, "*shape"]
+    var: Float[Array, "*shape"]
+    count: Float[Array, ""]
+
+
+class Transition(eqx.Module):
+    """One rollout step of every env, un-normalised; `next_obs` is the pre-reset final one."""
+
+    obs: Float[Array, "num_envs obs_dim"]
+    action: Float[Array, "num_envs action_dim"]
+    log_prob: Float[Array, " num_envs"]
+    reward: Float[Array, " num_envs"]
+    terminated: Bool[Array, " num_envs"]
+    truncated: Bool[Array, " num_envs"]
+    next_obs: Float[Array, "num_envs obs_dim"]
+    discounted_return: Float[Array, " num_envs"]  # for the reward scale
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training, normalisation statistics included."""
+
+    model: ActorCritic
+    opt_state: optax.OptState
+    env_state: eqx.Module  # vmapped over num_envs
+    obs: Float[Array, "num_envs obs_dim"]  # raw (un-normalised)
+    obs_stats: RunningStats
+    return_stats: RunningStats
+    discounted_return: Float[Array, " num_envs"]  # running discounted return, reward scaling
+    key: PRNGKeyArray
+
+
+# --- losses
+
+
+# Copied from algorithms/ppo.py::compute_gae
+def compute_gae(
+    rewards: Float[Array, "num_steps num_envs"],
+    values: Float[Array, "num_steps num_envs"],
+    next_values: Float[Array, "num_steps num_envs"],
+    terminated: Bool[Array, "num_steps num_envs"],
+    truncated: Bool[Array, "num_steps num_envs"],
+    gamma: float | Float[Array, ""],
+    gae_lambda: float | Float[Array, ""],
+) -> tuple[Float[Array, "num_steps num_envs"], Float[Array, "num_steps num_envs"]]:
+    """GAE (Schulman et al. 2016); returns (advantages, value targets).
+
+    `next_values[t]` is the value of the observation that step t led to (the final observation
+    when the episode ended there). Termination zeroes it; truncation keeps it (time limits are
+    not terminations). The recursion is cut at every episode end, whatever the cause.
+    """
+    deltas = rewards + gamma * next_values * (1.0 - terminated) - values
+    continues = 1.0 - jnp.logical_or(terminated, truncated)
+
+    def backward(advantage: Array, step: tuple[Array, Array]) -> tuple[Array, Array]:
+        delta, cont = step
+        advantage = delta + gamma * gae_lambda * cont * advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
+    )
+    return advantages, advantages + values
+
+
+# Copied from algorithms/ppo.py::policy_loss
+def policy_loss(
+    log_ratio: Float[Array, " minibatch"],
+    advantages: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """Clipped surrogate loss; also the clip fraction and approx KL ((r - 1) - log r)."""
+    ratio = jnp.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
+    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
+    clipfrac = jnp.mean(jnp.abs(ratio - 1.0) > clip_coef)
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    return loss, clipfrac, approx_kl
+
+
+# Copied from algorithms/ppo.py::value_loss
+def value_loss(
+    values: Float[Array, " minibatch"],
+    old_values: Float[Array, " minibatch"],
+    returns: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+    clip_vloss: bool,
+) -> Float[Array, ""]:
+    """Half squared error; with `clip_vloss`, the max over the clipped value update."""
+    loss = (values - returns) ** 2
+    if clip_vloss:
+        clipped = old_values + jnp.clip(values - old_values, -clip_coef, clip_coef)
+        loss = jnp.maximum(loss, (clipped - returns) ** 2)
+    return 0.5 * jnp.mean(loss)
+
+
+def gaussian_log_prob(
+    action: Float[Array, " action_dim"],
+    mean: Float[Array, " action_dim"],
+    log_std: Float[Array, " action_dim"],
+) -> Float[Array, ""]:
+    """Log-density of a diagonal Gaussian, summed over action dimensions."""
+    z = (action - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * z**2 - log_std - 0.5 * jnp.log(2.0 * jnp.pi))
+
+
+def update_stats(stats: RunningStats, batch: Float[Array, "samples ..."]) -> RunningStats:
+    """Merge a batch's moments into running statistics (Chan et al. parallel variance)."""
+    n, delta = batch.shape[0], batch.mean(0) - stats.mean
+    count = stats.count + n
+    m2 = stats.var * stats.count + batch.var(0) * n + delta**2 * stats.count * n / count
+    return RunningStats(stats.mean + delta * n / count, m2 / count, count)
+
+
+def normalize(x: Float[Array, "*batch obs_dim"], stats: RunningStats) -> Float[Array, "..."]:
+    """Standardise with running statistics and clip to +-10 (gym's NormalizeObservation)."""
+    return jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + 1e-8), -10.0, 10.0)
+
+
+# --- training
+
+
+def make_train(config: Config) -> trainer.Train:
+    """Validate `config` and build the pure training run."""
+    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
+    check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
+    check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
+    if config.num_iterations < 1:
+        raise ConfigError(
+            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
+            f"(num_envs * num_steps = {config.batch_size} env steps)."
+        )
+    env, env_params = make_env(config.env, action="continuous", algorithm="ppo_continuous.py")
+    obs_dim = int(env.observation_space(env_params).shape[0])
+    space = env.action_space(env_params)
+    action_dim = int(space.shape[0])  # every gymnax Box action space is one-dimensional
+    low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), (action_dim,))
+    high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
+        updates_per_iteration = config.update_epochs * config.num_minibatches
+        return config.learning_rate * (
+            1.0 - (count // updates_per_iteration) / config.num_iterations
+        )
+
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(schedule if config.anneal_lr else config.learning_rate, eps=1e-5),  # PPO detail
+    )
+
+    def norm(obs: Float[Array, "*batch obs_dim"], stats: RunningStats) -> Float[Array, "..."]:
+        return normalize(obs, stats) if config.norm_obs else obs
+
+    def init(key: PRNGKeyArray) -> TrainState:
+        model_key, env_key, key = jax.random.split(key, 3)
+        model = ActorCritic(obs_dim, action_dim, config.hidden_size, model_key)
+        obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
+        count = jnp.float32(1e-4)
+        obs_stats = RunningStats(jnp.zeros(obs_dim), jnp.ones(obs_dim), count)
+        return_stats = RunningStats(jnp.float32(0.0), jnp.float32(1.0), count)
+        returns = jnp.zeros(config.num_envs)
+        return TrainState(
+            model, optimizer.init(model), env_state, obs, obs_stats, return_stats, returns, key
+        )
+
+    def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
+        model, obs_stats, env_state, obs, returns, key = carry
+        key, action_key, env_key = jax.random.split(key, 3)
+        mean = jax.vmap(model.actor)(norm(obs, obs_stats))
+        action = mean + jnp.exp(model.log_std) * jax.random.normal(action_key, mean.shape)
+        log_prob = jax.vmap(gaussian_log_prob, in_axes=(0, 0, None))(action, mean, model.log_std)
+        env_keys = jax.random.split(env_key, config.num_envs)
+        # The env sees the clipped action; the update uses the unclipped sample's log-prob.
+        next_obs, env_state, reward, terminated, truncated, info = env_step(
+            env_keys, env_state, jnp.clip(action, low, high), env_params
+        )
+        # Running discounted return for reward scaling, restarted at every episode end.
+        returns = returns * config.gamma + reward
+        transition = Transition(
+            obs, action, log_prob, reward, terminated, truncated, info["final_observation"], returns
+        )
+        returns = jnp.where(terminated | truncated, 0.0, returns)
+        return (model, obs_stats, env_state, next_obs, returns, key), transition
+
+    def loss_fn(model: ActorCritic, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        mean = jax.vmap(model.actor)(batch["obs"])
+        values = jax.vmap(model.value)(batch["obs"])
+        log_prob = jax.vmap(gaussian_log_prob, in_axes=(0, 0, None))(
+            batch["action"], mean, model.log_std
+        )
+        advantages = batch["advantages"]
+        if config.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        log_ratio = log_prob - batch["log_prob"]
+        pg_loss, clipfrac, approx_kl = policy_loss(log_ratio, advantages, config.clip_coef)
+        v_loss = value_loss(
+            values, batch["values"], batch["returns"], config.clip_coef, config.clip_vloss
+        )
+        entropy = jnp.sum(model.log_std + 0.5 * jnp.log(2.0 * jnp.pi * jnp.e))  # Gaussian
+        loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy
+        stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
+        return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
+
+    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
+        model, opt_state = carry
+        grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, model)
+        return (optax.apply_updates(model, updates), opt_state), stats
+
+    def update_epoch(carry: tuple, _: None) -> tuple[tuple, dict]:
+        model, opt_state, batch, key = carry
+        key, perm_key = jax.random.split(key)
+        order = jax.random.permutation(perm_key, config.batch_size)
+        shape = (config.num_minibatches, config.minibatch_size)
+        minibatches = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
+        (model, opt_state), stats = jax.lax.scan(update_minibatch, (model, opt_state), minibatches)
+        return (model, opt_state, batch, key), stats
+
+    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+        key, update_key = jax.random.split(state.key)
+        carry = (
+            state.model, state.obs_stats, state.env_state, state.obs, state.discounted_return, key
+        )  # fmt: skip
+        (_, _, env_state, obs, returns, key), traj = jax.lax.scan(
+            rollout_step, carry, None, config.num_steps
+        )
+        # Rewards only enter the update, so they are scaled with statistics including this batch.
+        return_stats, reward = state.return_stats, traj.reward
+        if config.norm_reward:
+            return_stats = update_stats(return_stats, traj.discounted_return.reshape(-1))
+            reward = jnp.clip(reward / jnp.sqrt(return_stats.var + 1e-8), -10.0, 10.0)
+        # Normalised with the statistics the rollout used: exactly what the policy saw.
+        both = norm(jnp.stack([traj.obs, traj.next_obs]), state.obs_stats)
+        values, next_values = jax.vmap(jax.vmap(jax.vmap(state.model.value)))(both)
+        advantages, targets = compute_gae(
+            reward, values, next_values, traj.terminated, traj.truncated,
+            config.gamma, config.gae_lambda,
+        )  # fmt: skip
+        batch = dict(
+            obs=both[0], action=traj.action, log_prob=traj.log_prob,
+            values=values, advantages=advantages, returns=targets,
+        )  # fmt: skip
+        batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
+        carry = (state.model, state.opt_state, batch, update_key)
+        (model, opt_state, _, _), stats = jax.lax.scan(
+            update_epoch, carry, None, config.update_epochs
+        )
+        obs_stats = state.obs_stats
+        if config.norm_obs:
+            obs_stats = update_stats(obs_stats, traj.obs.reshape(-1, obs_dim))
+        residual = jnp.var(targets - values)
+        metrics = {
+            **episode_metrics(env_state),
+            **jax.tree.map(jnp.mean, stats),
+            "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(targets), 1e-8),
+        }
+        state = dataclasses.replace(
+            state, model=model, opt_state=opt_state, env_state=env_state, obs=obs,
+            obs_stats=obs_stats, return_stats=return_stats, discounted_return=returns, key=key,
+        )  # fmt: skip
+        return state, metrics
+
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        def deterministic(obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
+            # The mean action, on observations normalised with the frozen training statistics.
+            return jnp.clip(jax.vmap(state.model.actor)(norm(obs, state.obs_stats)), low, high)
+
+        return run_episodes(env, env_params, deterministic, key, config.num_eval_envs)
+
+    return trainer.Train(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        num_iterations=config.num_iterations,
+        eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size,
+    )
+
+
+if __name__ == "__main__":
+    trainer.cli(Config, make_train)

@@ -1,0 +1,211 @@
+"""Continuous-action PPO: math, probes, normalisation, invariants, CLI and learning."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import distrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import ppo_continuous as pc
+from algorithms import trainer
+from common.config import ConfigError
+from common.envs import make_env
+from tests.test_invariants import assert_trees_close, counting
+
+TINY = pc.Config(
+    total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
+    eval_every=2, num_eval_envs=2,
+)  # fmt: skip
+
+# --- math
+
+
+def test_gaussian_log_prob_matches_distrax():
+    rng = np.random.default_rng(0)
+    action, mean, log_std = (jnp.array(rng.normal(size=3), jnp.float32) for _ in range(3))
+    reference = distrax.MultivariateNormalDiag(mean, jnp.exp(log_std))
+    got = pc.gaussian_log_prob(action, mean, log_std)
+    np.testing.assert_allclose(got, reference.log_prob(action), rtol=1e-5)
+    # By hand, one dimension: N(0.5; 0, 2) has log-density -0.5 (0.25)^2 - log 2 - log sqrt(2 pi).
+    by_hand = -0.5 * 0.25**2 - np.log(2.0) - 0.5 * np.log(2 * np.pi)
+    one = pc.gaussian_log_prob(jnp.array([0.5]), jnp.array([0.0]), jnp.log(jnp.array([2.0])))
+    assert float(one) == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_running_stats_match_numpy_over_all_batches():
+    rng = np.random.default_rng(1)
+    batches = [rng.normal(3.0, 2.0, size=(n, 2)).astype(np.float32) for n in (5, 40, 17)]
+    stats = pc.RunningStats(jnp.zeros(2), jnp.ones(2), jnp.float32(1e-4))
+    for batch in batches:
+        stats = pc.update_stats(stats, jnp.array(batch))
+    everything = np.concatenate(batches)
+    np.testing.assert_allclose(stats.mean, everything.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(stats.var, everything.var(0), rtol=1e-3)
+    assert float(stats.count) == pytest.approx(62, abs=1e-3)
+    normalised = pc.normalize(jnp.array([[3.0, 1e6]]), stats)
+    assert float(normalised[0, 1]) == 10.0  # clipped
+
+
+# --- probes
+
+
+def train_probe(env: str, steps: int = 60, **overrides):
+    config = pc.Config(
+        env=env, total_timesteps=8 * 16 * steps, num_envs=8, num_steps=16, num_minibatches=4,
+        update_epochs=4, learning_rate=3e-3, eval_every=steps // 3, **overrides,
+    )  # fmt: skip
+    return jax.jit(pc.make_train(config))(jax.random.key(0))
+
+
+def values(state, observations):
+    obs = pc.normalize(jnp.array(observations, jnp.float32)[:, None], state.obs_stats)
+    return jax.vmap(state.model.value)(obs)
+
+
+def test_constant_reward_and_statistics_untouched_when_off():
+    state, _ = train_probe("ProbeContinuous", norm_reward=False)
+    assert float(values(state, [0.0])[0]) == pytest.approx(1.0, abs=0.05)
+    assert float(state.return_stats.count) == pytest.approx(1e-4)  # reward scaling off
+    assert float(state.obs_stats.count) == pytest.approx(8 * 16 * 60, abs=1e-2)
+
+
+def test_time_limit_bootstraps_and_rewards_scale_by_return_std():
+    # Reward 1 forever, 3-step time limit, gamma 1/2: within an episode the running discounted
+    # returns are 1, 1.5, 1.75, so the reward scale is their std (about 0.312), exactly.
+    gamma, returns = 0.5, np.array([1.0, 1.5, 1.75])
+    state, _ = train_probe("ProbeContinuousTimeLimit", gamma=gamma, clip_vloss=False)
+    stats = state.return_stats
+    np.testing.assert_allclose([stats.mean, stats.var], [returns.mean(), returns.var()], rtol=1e-3)
+    scale = returns.std()
+    v = float(values(state, [0.0])[0])
+    assert v == pytest.approx(1 / (1 - gamma) / scale, abs=0.2)  # 6.41, in scaled units
+    assert abs(v - 1.42 / scale) > 1.0  # the limit taken as a termination: 1.42 unscaled
+
+
+def test_action_dependent_reward_and_frozen_statistics_at_evaluation():
+    state, metrics = train_probe("ProbeTwoDimAction", steps=90)
+    obs = pc.normalize(jnp.array([[0.0], [1.0]]), state.obs_stats)
+    mean = jax.vmap(state.model.actor)(obs)
+    np.testing.assert_allclose(mean, [[0.0, 0.0], [1.0, -0.5]], atol=0.15)
+    # Observations are 0 or 1 at random: mean 1/2, variance 1/4, one sample per env step.
+    stats = state.obs_stats
+    assert float(stats.count) == pytest.approx(8 * 16 * 90, abs=1e-2)
+    np.testing.assert_allclose([stats.mean[0], stats.var[0]], [0.5, 0.25], atol=0.02)
+    assert float(metrics["eval"]["episodic_return"][-1]) > -0.05
+    # Evaluation reads the statistics stored in the state: corrupting them ruins the policy.
+    evaluate = jax.jit(pc.make_train(pc.Config(env="ProbeTwoDimAction")).evaluate)
+    good = evaluate(state, jax.random.key(1))["episodic_return"]
+    shifted = eqx.tree_at(lambda s: s.obs_stats.mean, state, stats.mean + 2.0)
+    bad = evaluate(shifted, jax.random.key(1))["episodic_return"]
+    assert float(good) > -0.05 and float(bad) < float(good) - 0.1
+
+
+# --- invariants
+
+
+@pytest.fixture(scope="module")
+def traced():
+    """A compiled vmapped run, its output for seeds 0-2 and the counts of traces so far."""
+    train, counts = counting(pc.make_train(TINY))
+    compiled = jax.jit(jax.vmap(train))
+    return compiled, compiled(trainer.seed_keys(0, 3)), counts
+
+
+@pytest.fixture(scope="module")
+def vmapped(traced):
+    return traced[1]
+
+
+def test_every_state_leaf_is_an_array(vmapped):
+    for leaf in jax.tree.leaves(vmapped):
+        assert isinstance(leaf, jax.Array), type(leaf)
+
+
+def test_vmapped_seed_equals_single_run_and_seeds_differ(vmapped):
+    train = jax.jit(pc.make_train(TINY))
+    single = train(jax.random.key(2))
+    assert_trees_close(jax.tree.map(lambda x: x[2], vmapped), single)
+    state, metrics = vmapped
+    assert not np.allclose(
+        state.model.actor.layers[0].weight[0], state.model.actor.layers[0].weight[1]
+    )
+    assert not np.allclose(state.obs_stats.mean[0], state.obs_stats.mean[1])
+    expected = {"episodic_return", "policy_loss", "value_loss", "entropy", "approx_kl"}
+    assert expected <= set(metrics["train"])
+
+
+def test_train_traces_once(traced):
+    compiled, _, counts = traced
+    compiled(trainer.seed_keys(5, 3))
+    assert counts == {"step": 1, "evaluate": 1}
+
+
+def test_unchanged_parameters_give_ratio_one():
+    # With learning rate 0 every minibatch sees the rollout's parameters: the stored log-probs
+    # (of the unclipped actions, on the normalised observations) must come back.
+    train = pc.make_train(dataclasses.replace(TINY, learning_rate=0.0, env="ProbeTwoDimAction"))
+    state = jax.jit(train.init)(jax.random.key(0))
+    state = eqx.tree_at(lambda s: s.model.log_std, state, jnp.full(2, 1.0))  # many clipped
+    step = jax.jit(train.step)
+    for _ in range(2):
+        state, metrics = step(state)
+        assert float(metrics["approx_kl"]) < 1e-10 and float(metrics["clipfrac"]) == 0.0
+
+
+# --- errors and CLI
+
+
+def test_discrete_env_names_ppo_and_ppo_names_this_file():
+    with pytest.raises(ConfigError, match="discrete action space.*algorithms/ppo.py"):
+        pc.make_train(dataclasses.replace(TINY, env="CartPole-v1"))
+    with pytest.raises(ConfigError, match="algorithms/ppo_continuous.py"):
+        make_env("Pendulum-v1", action="discrete", algorithm="ppo.py")
+
+
+def run_cli(repo_root, *args):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo_continuous.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_smoke_run(repo_root, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["--total-timesteps", "8192", "--eval-every", "1", "--num-eval-envs", "2"]
+    done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["algo"] == "ppo_continuous" and summary["env"] == "Pendulum-v1"
+    assert len(summary["eval_return"]) == 2 and summary["env_steps"] == 8192
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--env", "CartPole-v1"], ["discrete action space", "algorithms/ppo.py"]),
+        (["--num-minibatches", "5"], ["num_envs * num_steps = 4096", "num_minibatches = 5"]),
+        (["--total-timesteps", "100"], ["smaller than one iteration", "4096"]),
+    ],
+)
+def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
+    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert all(needle in done.stderr for needle in needles), done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+# --- learning
+
+
+@pytest.mark.learning
+def test_pendulum_reaches_target():
+    # Issue target: mean final eval return >= -200 over 8 seeds within 1e6 env steps.
+    config = pc.Config(env="Pendulum-v1", num_seeds=8)
+    result = trainer.run(config, pc.make_train, algo="ppo_continuous", verbose=False)
+    assert result.summary["eval_return_mean"] >= -200, result.summary
+    assert result.summary["final_return_mean"] >= -250, result.summary
