@@ -46,3 +46,45 @@ def run_episodes(
     carry = (0, obs, env_state, key, zeros, zeros, jnp.zeros(num_envs, bool))
     _, _, _, _, returns, lengths, _ = jax.lax.while_loop(running, step, carry)
     return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
+
+
+def run_recurrent_episodes(
+    env: Any,
+    env_params: Any,
+    policy: Callable[[Float[Array, "num_envs obs_dim"], Any], tuple[Array, Any]],
+    carry: Any,
+    key: PRNGKeyArray,
+    num_envs: int,
+) -> dict[str, Float[Array, ""]]:
+    """`run_episodes` for a policy with memory: `policy(obs, carry) -> (actions, carry)`.
+
+    `carry` is the policy's state at the start of an episode (e.g. zero GRU hidden states, one
+    row per env); each env plays one episode, so the carry never needs resetting here.
+    """
+    reset_key, key = jax.random.split(key)
+    reset_keys = jax.random.split(reset_key, num_envs)
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    max_steps = int(env_params.max_steps_in_episode)
+
+    def running(loop: tuple) -> Array:
+        t, *_, done = loop
+        return jnp.logical_and(t < max_steps, ~jnp.all(done))
+
+    def step(loop: tuple) -> tuple:
+        t, obs, carry, env_state, key, returns, lengths, done = loop
+        key, step_key = jax.random.split(key)
+        step_keys = jax.random.split(step_key, num_envs)
+        action, carry = policy(obs, carry)
+        obs, env_state, reward, terminated, truncated, _ = env_step(
+            step_keys, env_state, action, env_params
+        )
+        returns = returns + jnp.where(done, 0.0, reward)
+        lengths = lengths + jnp.where(done, 0, 1)
+        done = done | terminated | truncated
+        return t + 1, obs, carry, env_state, key, returns, lengths, done
+
+    zeros = jnp.zeros(num_envs)
+    loop = (0, obs, carry, env_state, key, zeros, zeros, jnp.zeros(num_envs, bool))
+    *_, returns, lengths, _ = jax.lax.while_loop(running, step, loop)
+    return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}

@@ -187,3 +187,27 @@ class ProbeTwoDimAction(Probe):
 
 
 PROBES += [ProbeContinuousTimeLimit, ProbeTwoDimAction]
+
+
+class ProbeMemory(Probe):
+    """A cue of +-1 at random, then observation 0; reward 1 when the second action names the
+    cue (action 1 for +1, 0 for -1). Only memory beats chance: a feed-forward policy sees 0 at
+    the second step whatever the cue, so its return is 0.5; the best return is 1."""
+
+    num_actions_ = 2
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.where(jax.random.bernoulli(key), 1.0, -1.0).astype(jnp.float32)
+
+    def get_obs(self, state: ProbeState, params: Any = None, key: Any = None) -> jax.Array:
+        # `state.obs` keeps the cue for the whole episode; the agent sees it at step 0 only.
+        return jnp.reshape(jnp.where(state.time == 0, state.obs, 0.0), (1,)).astype(jnp.float32)
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        second = state.time == 1
+        correct = action == (state.obs > 0).astype(jnp.int32)
+        reward = jnp.where(second & correct, 1.0, 0.0).astype(jnp.float32)
+        return reward, second, state.obs
+
+
+PROBES += [ProbeMemory]

@@ -1,0 +1,390 @@
+"""Recurrent PPO (GRU actor-critic) for discrete actions (Schulman et al. 2017; PPO with memory).
+
+Follows PureJaxRL's `ppo_rnn.py`: a ReLU embedding, one GRU cell shared by actor and critic,
+ReLU heads, orthogonal init of the dense layers (the GRU keeps Equinox's default init), and its
+CartPole config as defaults. Minibatches are whole environment sequences, replayed from the
+hidden state the rollout started with. Deviates on time limits, as `ppo.py` does: a truncated
+episode bootstraps from the value of its final observation.
+
+Reset convention: `first[t]` marks an observation that starts an episode (the previous step
+ended one, or training just began). The hidden state entering step t is zeroed when `first[t]`,
+before the cell reads `obs[t]`. The rollout stores `obs`, `first` and its initial hidden state,
+so replaying it with unchanged parameters reproduces every step, across episode boundaries.
+
+    python algorithms/ppo_rnn.py --env CartPole-v1 --num-seeds 4
+"""
+
+import dataclasses
+
+import distrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from algorithms import trainer
+from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.envs import make_env
+from common.evaluation import run_recurrent_episodes
+from common.wrappers import episode_metrics
+
+
+@pytree_config
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: str = "CartPole-v1"
+    """gymnax environment id (discrete actions)."""
+    seed: int = 0
+    """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
+    num_seeds: int = 1
+    """Independent seeds trained at once (vmapped, one compiled program)."""
+    total_timesteps: int = 500_000
+    """Env steps per seed; rounded down to whole iterations."""
+    eval_every: int = 50
+    """Iterations between greedy evaluations."""
+    num_eval_envs: int = 8
+    """Environments (one episode each) per greedy evaluation."""
+    num_envs: int = 4
+    """Parallel environments per seed."""
+    num_steps: int = 128
+    """Steps per environment per rollout (the length of every replayed sequence)."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to zero over the run."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clipping threshold."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; each holds num_envs / num_minibatches whole env sequences."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """Surrogate clipping coefficient (also clips the value update)."""
+    clip_vloss: bool = True
+    """Clip the value loss as in the PPO reference implementation."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    hidden_size: int = 128
+    """Width of the embedding, the GRU state and the actor and critic hidden layers."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+# --- networks
+
+
+# Copied from algorithms/ppo.py::orthogonal_linear
+def orthogonal_linear(
+    in_size: int, out_size: int, scale: float, key: PRNGKeyArray
+) -> eqx.nn.Linear:
+    """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
+    weight = jax.nn.initializers.orthogonal(scale)(key, (out_size, in_size))
+    layer = eqx.nn.Linear(in_size, out_size, key=key)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
+
+
+class RecurrentActorCritic(eqx.Module):
+    """Embedding -> GRU -> separate actor (logits, gain 0.01) and critic (value, gain 1) heads."""
+
+    embed: eqx.nn.Linear
+    cell: eqx.nn.GRUCell
+    actor: tuple[eqx.nn.Linear, eqx.nn.Linear]
+    critic: tuple[eqx.nn.Linear, eqx.nn.Linear]
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: int, key: PRNGKeyArray):
+        keys = jax.random.split(key, 6)
+        self.embed = orthogonal_linear(obs_dim, hidden, 2**0.5, keys[0])
+        self.cell = eqx.nn.GRUCell(hidden, hidden, key=keys[1])
+        self.actor = (
+            orthogonal_linear(hidden, hidden, 2**0.5, keys[2]),
+            orthogonal_linear(hidden, num_actions, 0.01, keys[3]),
+        )
+        self.critic = (
+            orthogonal_linear(hidden, hidden, 2**0.5, keys[4]),
+            orthogonal_linear(hidden, 1, 1.0, keys[5]),
+        )
+
+    def __call__(
+        self, hidden: Float[Array, " hidden"], obs: Float[Array, " obs_dim"], first: Bool[Array, ""]
+    ) -> tuple[Float[Array, " hidden"], Float[Array, " num_actions"], Float[Array, ""]]:
+        """One step: (hidden state after `obs`, logits, value); the reset convention is here."""
+        hidden = jnp.where(first, jnp.zeros_like(hidden), hidden)
+        hidden = self.cell(jax.nn.relu(self.embed(obs)), hidden)
+        logits = self.actor[1](jax.nn.relu(self.actor[0](hidden)))
+        return hidden, logits, self.critic[1](jax.nn.relu(self.critic[0](hidden)))[0]
+
+
+def unroll(
+    model: RecurrentActorCritic,
+    hidden: Float[Array, "envs hidden"],
+    obs: Float[Array, "num_steps envs obs_dim"],
+    first: Bool[Array, "num_steps envs"],
+) -> tuple[Float[Array, "num_steps envs num_actions"], Float[Array, "num_steps envs"]]:
+    """Logits and values of whole sequences, with the same per-step call as the rollout."""
+
+    def one_step(hidden: Array, step: tuple[Array, Array]) -> tuple[Array, tuple[Array, Array]]:
+        hidden, logits, value = jax.vmap(model)(hidden, *step)
+        return hidden, (logits, value)
+
+    _, (logits, values) = jax.lax.scan(one_step, hidden, (obs, first))
+    return logits, values
+
+
+# --- state
+
+
+class Transition(eqx.Module):
+    """One rollout step of every env; `hidden` is the state after reading `obs`."""
+
+    obs: Float[Array, "num_envs obs_dim"]
+    first: Bool[Array, " num_envs"]
+    action: Int[Array, " num_envs"]
+    log_prob: Float[Array, " num_envs"]
+    value: Float[Array, " num_envs"]
+    reward: Float[Array, " num_envs"]
+    terminated: Bool[Array, " num_envs"]
+    truncated: Bool[Array, " num_envs"]
+    next_obs: Float[Array, "num_envs obs_dim"]  # the pre-reset final observation
+    hidden: Float[Array, "num_envs hidden"]
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training, the GRU state of every env included."""
+
+    model: RecurrentActorCritic
+    opt_state: optax.OptState
+    env_state: eqx.Module  # vmapped over num_envs
+    obs: Float[Array, "num_envs obs_dim"]
+    first: Bool[Array, " num_envs"]
+    hidden: Float[Array, "num_envs hidden"]
+    key: PRNGKeyArray
+
+
+# --- losses
+
+
+# Copied from algorithms/ppo.py::compute_gae
+def compute_gae(
+    rewards: Float[Array, "num_steps num_envs"],
+    values: Float[Array, "num_steps num_envs"],
+    next_values: Float[Array, "num_steps num_envs"],
+    terminated: Bool[Array, "num_steps num_envs"],
+    truncated: Bool[Array, "num_steps num_envs"],
+    gamma: float | Float[Array, ""],
+    gae_lambda: float | Float[Array, ""],
+) -> tuple[Float[Array, "num_steps num_envs"], Float[Array, "num_steps num_envs"]]:
+    """GAE (Schulman et al. 2016); returns (advantages, value targets).
+
+    `next_values[t]` is the value of the observation that step t led to (the final observation
+    when the episode ended there). Termination zeroes it; truncation keeps it (time limits are
+    not terminations). The recursion is cut at every episode end, whatever the cause.
+    """
+    deltas = rewards + gamma * next_values * (1.0 - terminated) - values
+    continues = 1.0 - jnp.logical_or(terminated, truncated)
+
+    def backward(advantage: Array, step: tuple[Array, Array]) -> tuple[Array, Array]:
+        delta, cont = step
+        advantage = delta + gamma * gae_lambda * cont * advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
+    )
+    return advantages, advantages + values
+
+
+# Copied from algorithms/ppo.py::policy_loss
+def policy_loss(
+    log_ratio: Float[Array, " minibatch"],
+    advantages: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """Clipped surrogate loss; also the clip fraction and approx KL ((r - 1) - log r)."""
+    ratio = jnp.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
+    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
+    clipfrac = jnp.mean(jnp.abs(ratio - 1.0) > clip_coef)
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    return loss, clipfrac, approx_kl
+
+
+# Copied from algorithms/ppo.py::value_loss
+def value_loss(
+    values: Float[Array, " minibatch"],
+    old_values: Float[Array, " minibatch"],
+    returns: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+    clip_vloss: bool,
+) -> Float[Array, ""]:
+    """Half squared error; with `clip_vloss`, the max over the clipped value update."""
+    loss = (values - returns) ** 2
+    if clip_vloss:
+        clipped = old_values + jnp.clip(values - old_values, -clip_coef, clip_coef)
+        loss = jnp.maximum(loss, (clipped - returns) ** 2)
+    return 0.5 * jnp.mean(loss)
+
+
+# --- training
+
+
+def make_train(config: Config) -> trainer.Train:
+    """Validate `config` and build the pure training run."""
+    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
+    check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
+    check_divides(config, "num_envs", config.num_envs, "num_minibatches")
+    if config.num_iterations < 1:
+        raise ConfigError(
+            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
+            f"(num_envs * num_steps = {config.batch_size} env steps)."
+        )
+    env, env_params = make_env(config.env, action="discrete", algorithm="ppo_rnn.py")
+    obs_dim = int(env.observation_space(env_params).shape[0])
+    num_actions = int(env.action_space(env_params).n)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    envs_per_minibatch = config.num_envs // config.num_minibatches
+
+    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
+        updates_per_iteration = config.update_epochs * config.num_minibatches
+        return config.learning_rate * (
+            1.0 - (count // updates_per_iteration) / config.num_iterations
+        )
+
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(schedule if config.anneal_lr else config.learning_rate, eps=1e-5),  # PPO detail
+    )
+
+    def init(key: PRNGKeyArray) -> TrainState:
+        model_key, env_key, key = jax.random.split(key, 3)
+        model = RecurrentActorCritic(obs_dim, num_actions, config.hidden_size, model_key)
+        obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
+        first = jnp.ones(config.num_envs, bool)
+        hidden = jnp.zeros((config.num_envs, config.hidden_size))
+        return TrainState(model, optimizer.init(model), env_state, obs, first, hidden, key)
+
+    def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
+        model, env_state, obs, first, hidden, key = carry
+        key, action_key, env_key = jax.random.split(key, 3)
+        hidden, logits, value = jax.vmap(model)(hidden, obs, first)
+        action = jax.random.categorical(action_key, logits)
+        log_prob = distrax.Categorical(logits=logits).log_prob(action)
+        env_keys = jax.random.split(env_key, config.num_envs)
+        next_obs, env_state, reward, terminated, truncated, info = env_step(
+            env_keys, env_state, action, env_params
+        )
+        transition = Transition(
+            obs, first, action, log_prob, value, reward, terminated, truncated,
+            info["final_observation"], hidden,
+        )  # fmt: skip
+        next_first = jnp.logical_or(terminated, truncated)
+        return (model, env_state, next_obs, next_first, hidden, key), transition
+
+    def loss_fn(model: RecurrentActorCritic, mb: dict[str, Array]) -> tuple[Array, dict]:
+        logits, values = unroll(model, mb["hidden"], mb["obs"], mb["first"])
+        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), (logits, values, mb))
+        logits, values, mb = flat
+        dist = distrax.Categorical(logits=logits)
+        advantages = mb["advantages"]
+        if config.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        log_ratio = dist.log_prob(mb["action"]) - mb["log_prob"]
+        pg_loss, clipfrac, approx_kl = policy_loss(log_ratio, advantages, config.clip_coef)
+        v_loss = value_loss(
+            values, mb["values"], mb["returns"], config.clip_coef, config.clip_vloss
+        )
+        entropy = dist.entropy().mean()
+        loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy
+        stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
+        return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
+
+    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
+        model, opt_state = carry
+        grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, model)
+        return (optax.apply_updates(model, updates), opt_state), stats
+
+    def update_epoch(carry: tuple, _: None) -> tuple[tuple, dict]:
+        model, opt_state, batch, key = carry
+        key, perm_key = jax.random.split(key)
+        # Minibatches are whole environment sequences: shuffle envs (axis 1), never time steps.
+        order = jax.random.permutation(perm_key, config.num_envs)
+        order = order.reshape(config.num_minibatches, envs_per_minibatch)
+        minibatches = {
+            name: x[order] if name == "hidden" else jnp.moveaxis(x[:, order], 1, 0)
+            for name, x in batch.items()
+        }
+        (model, opt_state), stats = jax.lax.scan(update_minibatch, (model, opt_state), minibatches)
+        return (model, opt_state, batch, key), stats
+
+    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+        key, update_key = jax.random.split(state.key)
+        carry = (state.model, state.env_state, state.obs, state.first, state.hidden, key)
+        (_, env_state, obs, first, hidden, key), traj = jax.lax.scan(
+            rollout_step, carry, None, config.num_steps
+        )
+        # The value of each final observation continues its episode's memory (no reset), in
+        # one batched call; it only matters where the episode was truncated.
+        no_reset = jnp.zeros(traj.first.shape, bool)
+        _, _, next_values = jax.vmap(jax.vmap(state.model))(traj.hidden, traj.next_obs, no_reset)
+        advantages, returns = compute_gae(
+            traj.reward, traj.value, next_values, traj.terminated, traj.truncated,
+            config.gamma, config.gae_lambda,
+        )  # fmt: skip
+        batch = dict(
+            obs=traj.obs, first=traj.first, action=traj.action, log_prob=traj.log_prob,
+            values=traj.value, advantages=advantages, returns=returns, hidden=state.hidden,
+        )  # fmt: skip
+        carry = (state.model, state.opt_state, batch, update_key)
+        (model, opt_state, _, _), stats = jax.lax.scan(
+            update_epoch, carry, None, config.update_epochs
+        )
+        residual = jnp.var(returns - traj.value)
+        metrics = {
+            **episode_metrics(env_state),
+            **jax.tree.map(jnp.mean, stats),
+            "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
+        }
+        state = dataclasses.replace(
+            state, model=model, opt_state=opt_state, env_state=env_state, obs=obs, first=first,
+            hidden=hidden, key=key,
+        )  # fmt: skip
+        return state, metrics
+
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        def greedy(obs: Float[Array, "n obs_dim"], hidden: Array) -> tuple[Array, Array]:
+            first = jnp.zeros(obs.shape[0], bool)  # one episode per env, from a zero state
+            hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
+            return jnp.argmax(logits, axis=-1), hidden
+
+        hidden = jnp.zeros((config.num_eval_envs, config.hidden_size))
+        return run_recurrent_episodes(env, env_params, greedy, hidden, key, config.num_eval_envs)
+
+    return trainer.Train(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        num_iterations=config.num_iterations,
+        eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size,
+    )
+
+
+if __name__ == "__main__":
+    trainer.cli(Config, make_train)
