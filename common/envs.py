@@ -14,7 +14,7 @@ ActionKind = Literal["discrete", "continuous"]
 # Which canter file handles each kind of action space; named in error messages.
 ALGORITHMS_FOR: dict[str, list[str]] = {
     "discrete": ["algorithms/ppo.py", "algorithms/dqn.py", "algorithms/pqn.py"],
-    "continuous": ["algorithms/ppo_continuous.py", "algorithms/sac.py"],
+    "continuous": ["algorithms/ppo_continuous.py", "algorithms/sac.py", "algorithms/td3.py"],
 }
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
