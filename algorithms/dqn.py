@@ -253,8 +253,10 @@ def make_train(config: Config) -> trainer.Train:
         q_taken = jnp.take_along_axis(q_values, batch.action[:, None], axis=-1)[:, 0]
         return td_loss(q_taken, target, config.loss), q_taken.mean()
 
-    def update(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
-        q_network, target_network, opt_state, buffer = carry
+    def update(
+        carry: tuple, target_network: QNetwork, buffer: ReplayBuffer, key: PRNGKeyArray
+    ) -> tuple[tuple, dict[str, Array]]:
+        q_network, opt_state = carry
         batch = buffer.sample(key, config.batch_size)
         next_q_target = jax.vmap(target_network)(batch.next_obs)
         next_q_online = jax.vmap(q_network)(batch.next_obs) if config.double_q else next_q_target
@@ -265,14 +267,16 @@ def make_train(config: Config) -> trainer.Train:
         (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(q_network, batch, target)
         updates, opt_state = optimizer.update(grads, opt_state, q_network)
         q_network = optax.apply_updates(q_network, updates)
-        return (q_network, target_network, opt_state, buffer), dict(td_loss=loss, q_values=q_mean)
+        return (q_network, opt_state), dict(td_loss=loss, q_values=q_mean)
 
-    def learn(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+    def learn(
+        carry: tuple, target_network: QNetwork, buffer: ReplayBuffer, key: PRNGKeyArray
+    ) -> tuple[tuple, dict[str, Array]]:
         keys = jax.random.split(key, config.updates_per_iteration)
-        carry, stats = jax.lax.scan(update, carry, keys)
+        carry, stats = jax.lax.scan(lambda c, k: update(c, target_network, buffer, k), carry, keys)
         return carry, jax.tree.map(jnp.mean, stats)
 
-    def warm_up(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+    def warm_up(carry: tuple, *_: object) -> tuple[tuple, dict[str, Array]]:
         return carry, dict(td_loss=jnp.array(jnp.nan), q_values=jnp.array(jnp.nan))
 
     def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
@@ -280,11 +284,12 @@ def make_train(config: Config) -> trainer.Train:
         carry = (state.q_network, state.env_state, state.obs, state.buffer, state.env_steps)
         collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
         (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-        # Under vmap this cond runs both branches; warm-up is a few percent of a run.
-        carry = (state.q_network, state.target_network, state.opt_state, buffer)
-        (q_network, _, opt_state, _), stats = jax.lax.cond(
-            env_steps >= config.learning_starts, learn, warm_up, carry, update_key
-        )
+        # Under vmap this cond runs both branches (warm-up is a few percent of a run); the
+        # buffer is only read inside, so the select does not copy it.
+        (q_network, opt_state), stats = jax.lax.cond(
+            env_steps >= config.learning_starts, learn, warm_up,
+            (state.q_network, state.opt_state), state.target_network, buffer, update_key,
+        )  # fmt: skip
         # Target update when the env-step counter crosses a multiple of the frequency.
         freq = config.target_network_frequency
         due = env_steps // freq > state.env_steps // freq
