@@ -136,6 +136,13 @@ class ProbeContinuousClock(ProbeClock):
         return spaces.Box(-2.0, 2.0, (2,), jnp.float32)
 
 
+class ProbeContinuousTimeLimit(ProbeTimeLimit):
+    """ProbeTimeLimit with a Box action space (one dimension, in [-2, 2])."""
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(-2.0, 2.0, (1,), jnp.float32)
+
+
 class ProbeContinuousAction(Probe):
     """Box action in [-2, 2], observation +-1.5 at random, one step, reward -(action - obs)^2.
 
@@ -158,7 +165,8 @@ class ProbeContinuousAction(Probe):
 
 
 PROBES = [ProbeConstant, ProbeObsReward, ProbeDiscount, ProbeAction, ProbeTimeLimit]
-PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousAction]
+PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousTimeLimit]
+PROBES += [ProbeContinuousAction]
 
 
 class ProbeContinuousTimeLimit(ProbeTimeLimit):

@@ -98,6 +98,7 @@ def test_probe_time_limit_is_not_a_termination():
 
 
 def test_replay_stores_the_final_observation_of_truncated_episodes():
+    # ProbeClock: observation time / 3, a 3-step limit; 30 iterations of warm-up, no updates.
     config = probe_config("ProbeClock", total_timesteps=4 * 30, learning_starts=10**6)
     train = dqn.make_train(config)
     state = jax.jit(train.init)(jax.random.key(0))
@@ -106,9 +107,8 @@ def test_replay_stores_the_final_observation_of_truncated_episodes():
     obs, next_obs = (
         np.round(3 * np.asarray(x[:120, 0])).tolist() for x in (data.obs, data.next_obs)
     )
-    pairs = set(zip(obs, next_obs, strict=True))
     # Observations 0, 1/3, 2/3 lead to 1/3, 2/3 and the final 1.0, never to the reset 0.
-    assert pairs == {(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)}
+    assert set(zip(obs, next_obs, strict=True)) == {(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)}
     assert not data.terminated[:120].any()
 
 

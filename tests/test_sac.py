@@ -80,28 +80,28 @@ def test_probe_action_dependent_reward_uses_the_action_scale():
 
 
 def test_probe_time_limit_is_not_a_termination():
-    # Reward 1 forever, cut by a 3-step limit, gamma 0.5, no entropy bonus: Q = 2 at every
-    # observation. Treating the limit as a termination gives 1.75, 1.5 and 1 instead.
-    config = probe_config("ProbeContinuousClock", gamma=0.5, autotune=False, alpha=1e-6)
+    # Reward 1 forever, cut by a 3-step limit the observation does not show; gamma 0.5, no
+    # entropy bonus.
+    config = probe_config("ProbeContinuousTimeLimit", gamma=0.5, autotune=False, alpha=1e-6)
     state, _ = jax.jit(sac.make_train(config))(jax.random.key(0))
-    obs = jnp.array([[0.0], [1 / 3], [2 / 3]])
-    q = jax.vmap(state.agent.critic)(obs, jnp.zeros((3, 2)))
+    q = jax.vmap(state.agent.critic)(jnp.zeros((3, 1)), jnp.array([[-1.0], [0.0], [1.0]]))
+    # Bootstrapping through the limit: Q = 1 / (1 - 0.5) = 2; cutting it: about 1.42.
     np.testing.assert_allclose(q, 2.0, atol=0.1)
 
 
 def test_replay_stores_the_final_observation_of_truncated_episodes():
-    config = probe_config("ProbeContinuousClock", total_timesteps=4 * 30, learning_starts=10**6)
-    train = sac.make_train(config)
-    state = jax.jit(train.init)(jax.random.key(0))
-    state, _ = jax.jit(lambda s: jax.lax.scan(lambda s, _: train.step(s), s, None, 30))(state)
-    data = state.buffer.data
+    # ProbeContinuousClock: observation time / 3, a 3-step limit; 200 env steps of warm-up.
+    config = probe_config("ProbeContinuousClock", total_timesteps=200, learning_starts=10**6)
+    data = jax.jit(sac.make_train(config))(jax.random.key(0))[0].buffer.data
     obs, next_obs = (
-        np.round(3 * np.asarray(x[:120, 0])).tolist() for x in (data.obs, data.next_obs)
+        np.round(3 * np.asarray(x[:200, 0])).tolist() for x in (data.obs, data.next_obs)
     )
+    # Observations 0, 1/3, 2/3 lead to 1/3, 2/3 and the final 1.0, never to the reset 0.
     assert set(zip(obs, next_obs, strict=True)) == {(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)}
     # Warm-up actions are uniform over the whole box [-2, 2]^2.
-    actions = np.asarray(data.action[:120])
-    assert actions.min() < -1.5 and actions.max() > 1.5 and np.all(np.abs(actions) <= 2.0)
+    actions = np.asarray(data.action[:200])
+    assert actions.min() < -1.8 and actions.max() > 1.8 and np.all(np.abs(actions) <= 2.0)
+    assert abs(float(actions.mean())) < 0.2
 
 
 # --- invariants
