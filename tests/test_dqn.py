@@ -174,13 +174,18 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_smoke_run(repo_root, tmp_path):
+def test_cli_smoke_run_with_every_flag(repo_root, tmp_path):
+    # The default path runs in the invariant tests; here the paper ablations, end to end.
     args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "20"]
+    args += ["--double-q", "--dueling", "--loss", "huber", "--hidden-sizes", "32", "16"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["algo"] == "dqn" and summary["seeds"] == [0, 1]
     assert summary["env_steps"] == 400
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["double_q"] and config["dueling"] and config["loss"] == "huber"
+    assert config["hidden_sizes"] == [32, 16]
 
 
 @pytest.mark.parametrize(
