@@ -14,7 +14,7 @@ import math
 import sys
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -105,7 +105,7 @@ def float_fields(config_cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(config_cls) if hints[f.name] is float]
 
 
-def parse_sweep(specs: typing.Sequence[str], config_cls: type) -> dict[str, list[float]]:
+def parse_sweep(specs: Sequence[str], config_cls: type) -> dict[str, list[float]]:
     """`["learning_rate=1e-4,3e-4", "ent_coef=0,0.01"]` -> {name: values}; only float fields."""
     dynamic = float_fields(config_cls)
     names = [f.name for f in dataclasses.fields(config_cls)]
@@ -184,6 +184,7 @@ def run(
     resume: bool = False,
     checkpoint_every: int = 5,
     track: tuple[str, ...] = (),
+    stop_after: int | None = None,
     verbose: bool = True,
 ) -> RunResult:
     """Host runner: compile one interval (vmapped over sweep points x seeds), loop over it.
@@ -192,7 +193,8 @@ def run(
     is sharded over all devices, padded to a multiple of the device count. Between intervals,
     on the host: progress, metric files, trackers, and every `checkpoint_every` intervals (and
     at the end) an atomic checkpoint. `resume=True` continues from `run_dir`'s checkpoint.
-    `run_dir=None` writes nothing.
+    `run_dir=None` writes nothing. `stop_after=k` stops (checkpointed) after k intervals in
+    this call, as a preempted job would; the summary then covers the intervals done so far.
     """
     sweep = sweep or {}
     if config.num_seeds < 1:
@@ -219,7 +221,6 @@ def run(
     mesh = Mesh(np.array(devices), ("batch",))
     sharded = NamedSharding(mesh, PartitionSpec("batch"))
     replicated = NamedSharding(mesh, PartitionSpec())
-    configs, keys = jax.device_put((configs, keys), sharded)
 
     def start_one(cfg: Any, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:
         return make_train(cfg).start(key)
@@ -227,7 +228,9 @@ def run(
     def interval_one(cfg: Any, state: Any, key: PRNGKeyArray, index: Array) -> tuple:
         return make_train(cfg).interval(state, key, index)
 
-    start = jax.jit(jax.vmap(start_one), out_shardings=sharded)
+    # Initialisation runs on one device and is then sharded: it is cheap, and XLA:CPU hung
+    # here running the orthogonal init's QR sharded over forced host devices.
+    start = jax.jit(jax.vmap(start_one))
     interval = jax.jit(
         jax.vmap(interval_one, in_axes=(0, 0, 0, None)),
         in_shardings=(sharded, sharded, sharded, replicated),
@@ -254,7 +257,8 @@ def run(
     saved_config = {"algo": algo, "sweep": sweep, **dataclasses.asdict(config)}
     expect = {"algo": algo, "config": saved_config, "devices_batch": padded}
     history: list[dict[str, dict[str, np.ndarray]]] = []
-    state, eval_keys = start_compiled(configs, keys)
+    state, eval_keys = jax.device_put(start_compiled(configs, keys), sharded)
+    configs = jax.device_put(configs, sharded)
     first, earlier_run_s = 0, 0.0
     if resume:
         path = run_dir / "checkpoint.eqx"
@@ -272,7 +276,10 @@ def run(
 
     bar = _progress(train.num_intervals, first, verbose)
     host_s, tic = 0.0, time.perf_counter()
-    for i in range(first, train.num_intervals):
+    end = (
+        train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
+    )
+    for i in range(first, end):
         state, metrics = interval_compiled(configs, state, eval_keys, jnp.int32(i))
         metrics = jax.tree.map(lambda x: np.asarray(x)[:batch], jax.device_get(metrics))
         history.append(metrics)
@@ -288,8 +295,7 @@ def run(
         bar(i, line)
         if log is not None:
             log.log([_row(train, i, metrics, b) for b in range(batch)])
-            last = i + 1 == train.num_intervals
-            if last or (checkpoint_every and (i + 1) % checkpoint_every == 0):
+            if i + 1 == end or (checkpoint_every and (i + 1) % checkpoint_every == 0):
                 header = {
                     **expect,
                     "interval": i + 1,
@@ -360,7 +366,8 @@ def _progress(total: int, first: int, verbose: bool) -> Callable[[int | None, st
 
 
 def _summary(config, algo, train, seeds, points, stacked, sweep, compile_s, run_s, host_s) -> dict:
-    env_steps = train.env_steps(train.num_intervals - 1)
+    intervals = stacked["train"]["episodic_return"].shape[-1]  # fewer if stopped early
+    env_steps = train.env_steps(intervals - 1)
     final = stacked["train"]["episodic_return"][..., -1]
     final_eval = stacked["eval"]["episodic_return"][..., -1]
     per_point = [
@@ -383,6 +390,8 @@ def _summary(config, algo, train, seeds, points, stacked, sweep, compile_s, run_
         "sweep": sweep,
         "total_timesteps": config.total_timesteps,
         "env_steps": env_steps,
+        "intervals": intervals,
+        "complete": intervals == train.num_intervals,
         "compile_s": compile_s,
         "run_s": run_s,
         "host_s": host_s,
@@ -418,7 +427,7 @@ def _report(say: Callable, summary: dict, sweep: dict) -> None:
 
 
 def _plot(run_dir: Path, train: Train, stacked: dict, points: list, sweep: dict, title: str):
-    steps = [train.env_steps(i) for i in range(train.num_intervals)]
+    steps = [train.env_steps(i) for i in range(stacked["train"]["episodic_return"].shape[-1])]
     train_ret, eval_ret = stacked["train"]["episodic_return"], stacked["eval"]["episodic_return"]
     if not sweep:
         curves = {"": {"train": train_ret, "eval": eval_ret}}

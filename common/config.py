@@ -2,6 +2,7 @@
 
 import dataclasses
 import typing
+from collections.abc import Iterable
 
 import jax
 
@@ -25,7 +26,7 @@ def pytree_config(cls: type) -> type:
         children = [(jax.tree_util.GetAttrKey(n), getattr(config, n)) for n in data]
         return children, tuple(getattr(config, n) for n in meta)
 
-    def unflatten(static: tuple, leaves: typing.Iterable) -> typing.Any:
+    def unflatten(static: tuple, leaves: Iterable) -> typing.Any:
         # Bypass __init__: JAX rebuilds configs with tracers, arrays or placeholders as leaves,
         # which a runtime type check of `float` fields would reject.
         config = object.__new__(cls)

@@ -18,21 +18,17 @@ def run_episodes(
     """Mean return and length of one episode on each of `num_envs` fresh environments.
 
     `policy` maps a batch of observations to a batch of actions (greedy or deterministic).
-    Stops when every episode has ended, or after the env's `max_steps_in_episode`.
+    Runs exactly the env's `max_steps_in_episode` steps: a fixed-length scan rather than a
+    while loop, whose "all done?" test would couple vmapped seeds and, sharded, need a
+    cross-device reduction every step.
     """
     reset_key, key = jax.random.split(key)
     reset_keys = jax.random.split(reset_key, num_envs)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-    max_steps = int(env_params.max_steps_in_episode)
 
-    def running(carry: tuple) -> Array:
-        t, *_, done = carry
-        return jnp.logical_and(t < max_steps, ~jnp.all(done))
-
-    def step(carry: tuple) -> tuple:
-        t, obs, env_state, key, returns, lengths, done = carry
-        key, step_key = jax.random.split(key)
+    def step(carry: tuple, step_key: PRNGKeyArray) -> tuple[tuple, None]:
+        obs, env_state, returns, lengths, done = carry
         step_keys = jax.random.split(step_key, num_envs)
         obs, env_state, reward, terminated, truncated, _ = env_step(
             step_keys, env_state, policy(obs), env_params
@@ -40,11 +36,12 @@ def run_episodes(
         returns = returns + jnp.where(done, 0.0, reward)
         lengths = lengths + jnp.where(done, 0, 1)
         done = done | terminated | truncated
-        return t + 1, obs, env_state, key, returns, lengths, done
+        return (obs, env_state, returns, lengths, done), None
 
     zeros = jnp.zeros(num_envs)
-    carry = (0, obs, env_state, key, zeros, zeros, jnp.zeros(num_envs, bool))
-    _, _, _, _, returns, lengths, _ = jax.lax.while_loop(running, step, carry)
+    carry = (obs, env_state, zeros, zeros, jnp.zeros(num_envs, bool))
+    step_keys = jax.random.split(key, int(env_params.max_steps_in_episode))
+    (_, _, returns, lengths, _), _ = jax.lax.scan(step, carry, step_keys)
     return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
 
 

@@ -1,0 +1,251 @@
+"""Run management: checkpoints and exact resume, damaged checkpoints, sweeps, devices, sinks."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from algorithms import ppo, trainer
+from common import checkpoint
+from common.config import ConfigError
+
+# 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
+SMALL = ppo.Config(
+    total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
+    eval_every=2, num_eval_envs=2, num_seeds=2,
+)  # fmt: skip
+
+
+def run(config=SMALL, **kwargs):
+    return trainer.run(config, ppo.make_train, algo="ppo", verbose=False, **kwargs)
+
+
+def max_difference(a, b) -> float:
+    def as_float(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.asarray(x, np.float64)
+
+    diffs = [
+        np.nanmax(np.abs(as_float(x) - as_float(y)))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    ]
+    return float(max(diffs))
+
+
+def csv_rows(path):
+    lines = path.read_text().splitlines()
+    return lines[0], [list(map(float, line.split(","))) for line in lines[1:]]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    return run(run_dir=tmp_path_factory.mktemp("whole"), checkpoint_every=1)
+
+
+def test_resume_equals_uninterrupted_run(uninterrupted, tmp_path):
+    first = run(run_dir=tmp_path, checkpoint_every=1, stop_after=2)
+    assert first.summary["intervals"] == 2 and not first.summary["complete"]
+    header, _ = checkpoint.read_header(tmp_path / "checkpoint.eqx")
+    assert header["interval"] == 2
+    resumed = run(run_dir=tmp_path, resume=True)
+    assert resumed.summary["complete"]
+    difference = max(
+        max_difference(resumed.state, uninterrupted.state),
+        max_difference(resumed.metrics, uninterrupted.metrics),
+    )
+    print(f"largest difference, resumed vs uninterrupted: {difference:.3g}")
+    assert difference < 1e-4
+    for seed in (0, 1):
+        head, rows = csv_rows(tmp_path / f"seed_{seed}" / "metrics.csv")
+        whole_head, whole_rows = csv_rows(uninterrupted.run_dir / f"seed_{seed}" / "metrics.csv")
+        assert head == whole_head
+        assert [r[0] for r in rows] == [1, 2, 3, 4, 5]  # no gaps, no duplicates
+        np.testing.assert_allclose(rows, whole_rows, rtol=1e-4, atol=1e-4)
+
+
+def test_run_directory_contents(uninterrupted):
+    run_dir = uninterrupted.run_dir
+    png = (run_dir / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] and summary["intervals"] == 5 and len(summary["final_return"]) == 2
+    assert summary["points"][0]["eval_return_mean"] == pytest.approx(summary["eval_return_mean"])
+    assert 0 <= summary["host_s"] < summary["run_s"]
+
+
+def test_damaged_checkpoints_fail_clearly_and_stay_untouched(uninterrupted, tmp_path):
+    path = uninterrupted.run_dir / "checkpoint.eqx"
+    blob = path.read_bytes()
+    like = {"state": jax.eval_shape(lambda: uninterrupted.state)}
+    expect = {"algo": "ppo"}
+    cases = {
+        "truncated": (blob[:-100], "truncated or corrupted"),
+        "flipped": (blob[:-50] + bytes([blob[-50] ^ 0xFF]) + blob[-49:], "truncated or corrupted"),
+        "not a checkpoint": (b"hello", "not a canter checkpoint"),
+        "header cut": (blob[:40], "damaged header"),
+    }
+    for name, (content, message) in cases.items():
+        damaged = tmp_path / f"{name}.eqx"
+        damaged.write_bytes(content)
+        with pytest.raises(checkpoint.CheckpointError, match=message):
+            checkpoint.load(damaged, like, expect)
+        assert damaged.read_bytes() == content
+    with pytest.raises(checkpoint.CheckpointError, match="different algo: saved 'ppo', now 'dqn'"):
+        checkpoint.load(path, like, {"algo": "dqn"})
+    wrong_shape = {
+        "state": jax.eval_shape(lambda: jax.tree.map(lambda x: x[:1], uninterrupted.state))
+    }
+    with pytest.raises(checkpoint.CheckpointError, match="differently shaped"):
+        checkpoint.load(path, wrong_shape, expect)
+    assert path.read_bytes() == blob
+
+
+def test_resume_with_a_different_config_names_the_field(uninterrupted):
+    before = (uninterrupted.run_dir / "checkpoint.eqx").read_bytes()
+    changed = dataclasses.replace(SMALL, clip_coef=0.3)
+    with pytest.raises(ConfigError, match="clip_coef: saved 0.2, now 0.3"):
+        run(changed, run_dir=uninterrupted.run_dir, resume=True)
+    assert (uninterrupted.run_dir / "checkpoint.eqx").read_bytes() == before
+
+
+def test_sweep_compiles_once_and_each_point_equals_a_plain_run():
+    traces = []
+
+    def counting_make_train(config):
+        train = ppo.make_train(config)
+
+        def step(state):
+            traces.append(1)
+            return train.step(state)
+
+        return dataclasses.replace(train, step=step)
+
+    sweep = {"learning_rate": [1e-3, 3e-3], "ent_coef": [0.0, 0.05]}
+    result = trainer.run(SMALL, counting_make_train, algo="ppo", sweep=sweep, verbose=False)
+    assert len(traces) == 1  # one program for the whole grid
+    assert result.metrics["eval"]["episodic_return"].shape == (4, 2, 5)
+    assert [p["learning_rate"] for p in result.summary["points"]] == [1e-3, 1e-3, 3e-3, 3e-3]
+    plain = run(dataclasses.replace(SMALL, learning_rate=3e-3, ent_coef=0.05))
+    for group in ("train", "eval"):
+        for name, value in plain.metrics[group].items():
+            np.testing.assert_allclose(result.metrics[group][name][3], value, rtol=1e-4, atol=1e-4)
+    # The points really differ: a sweep that ignored its values would fail here.
+    losses = result.metrics["train"]["entropy"][:, 0, -1]
+    assert len(set(np.round(losses, 6))) == 4
+
+
+def test_sweep_rejects_static_and_unknown_fields():
+    with pytest.raises(ConfigError, match="'num_envs' is static"):
+        trainer.parse_sweep(["num_envs=4,8"], ppo.Config)
+    with pytest.raises(ConfigError, match="no field 'lr'.*learning_rate"):
+        trainer.parse_sweep(["lr=1e-3"], ppo.Config)
+    with pytest.raises(ConfigError, match="must be numbers"):
+        trainer.parse_sweep(["gamma=high"], ppo.Config)
+    assert trainer.parse_sweep(["gamma=0.9,0.99"], ppo.Config) == {"gamma": [0.9, 0.99]}
+
+
+DEVICE_SCRIPT = """
+import json, sys
+import jax
+from algorithms import ppo, trainer
+import tests.test_run_management as t
+assert jax.device_count() == 2, jax.devices()
+config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries padded to 4 over 2 devices
+result = t.run(config)
+print(json.dumps({k: v.tolist() for k, v in result.metrics["train"].items()}))
+"""
+
+
+def test_sharded_over_two_devices_equals_one_device(repo_root):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    done = subprocess.run(
+        [sys.executable, "-c", DEVICE_SCRIPT], capture_output=True, text=True, env=env,
+        cwd=repo_root, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sharded = json.loads(done.stdout.strip().splitlines()[-1])
+    single = run(dataclasses.replace(SMALL, num_seeds=3))
+    assert jax.device_count() == 1
+    for name, value in single.metrics["train"].items():
+        np.testing.assert_allclose(sharded[name], value, rtol=1e-4, atol=1e-4)
+
+
+def test_trackers_write_tensorboard_and_offline_wandb(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 4, num_seeds=2)
+    run(config, run_dir=tmp_path, track=("tensorboard", "wandb"))
+    for seed in (0, 1):
+        events = list((tmp_path / "tensorboard" / f"seed_{seed}").glob("events.out.tfevents.*"))
+        assert events and events[0].stat().st_size > 0
+    offline = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert offline and offline[0].stat().st_size > 0
+
+
+def cli(repo_root, *args, **kwargs):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
+
+
+def test_sigkill_then_resume_loses_at_most_one_interval(repo_root, tmp_path):
+    args = ["--total-timesteps", str(512 * 600), "--eval-every", "60", "--num-eval-envs", "2"]
+    whole = cli(repo_root, *args, "--run-dir", str(tmp_path / "whole"))
+    assert whole.wait(timeout=600) == 0, whole.stderr.read()
+    killed_dir = tmp_path / "killed"
+    victim = cli(repo_root, *args, "--run-dir", str(killed_dir), "--checkpoint-every", "1")
+    deadline = time.time() + 600
+    saved = 0
+    while time.time() < deadline and victim.poll() is None:
+        path = killed_dir / "checkpoint.eqx"
+        if path.exists():
+            saved = checkpoint.read_header(path)[0]["interval"]
+            if saved >= 3:
+                break
+        time.sleep(0.02)
+    assert victim.poll() is None, "the run finished before it could be killed"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    resumed = cli(repo_root, "--resume", str(killed_dir))
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    resumed_from = int(out.split("after interval ")[1].split("/")[0])
+    assert resumed_from >= saved >= 3  # at most the work since the last checkpoint is lost
+    a = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    b = json.loads((killed_dir / "summary.json").read_text())
+    np.testing.assert_allclose(b["final_return"], a["final_return"], rtol=1e-4)
+    np.testing.assert_allclose(b["eval_return"], a["eval_return"], rtol=1e-4)
+    _, rows = csv_rows(killed_dir / "seed_0" / "metrics.csv")
+    assert [r[0] for r in rows] == list(range(1, 11))
+
+
+def test_cli_resume_with_changed_flag_and_static_sweep_fail_cleanly(repo_root, uninterrupted):
+    bad = cli(repo_root, "--resume", str(uninterrupted.run_dir), "--num-envs", "8")
+    out, err = bad.communicate(timeout=300)
+    assert bad.returncode == 2 and "num_envs: saved 4, now 8" in err and "Traceback" not in err
+    bad = cli(repo_root, "--sweep", "num_steps=8,16", "--total-timesteps", "1024")
+    out, err = bad.communicate(timeout=300)
+    assert bad.returncode == 2 and "'num_steps' is static" in err and "Traceback" not in err
+
+
+def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
+    gif = tmp_path / "episode.gif"
+    command = [
+        sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(uninterrupted.run_dir),
+        "--episodes", "4", "--gif", str(gif),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "entry 1: mean return" in done.stdout and "mean over entries" in done.stdout
+    assert gif.read_bytes().startswith(b"GIF8")
+    missing = subprocess.run(command[:2] + [str(tmp_path)], capture_output=True, text=True)
+    assert missing.returncode == 2 and "config.json" in missing.stderr
