@@ -13,6 +13,7 @@ Pendulum-v1 (gamma 0.9, lr 1e-3, 16 envs x 256 steps, 10 epochs of 32 minibatche
 """
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -412,12 +413,13 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         return state, metrics
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def deterministic(obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
-            # The mean action, on observations normalised with the frozen training statistics.
-            return jnp.clip(jax.vmap(state.model.actor)(norm(obs, state.obs_stats)), low, high)
+    def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
+        """The mean action, on observations normalised with the frozen training statistics."""
+        return jnp.clip(jax.vmap(state.model.actor)(norm(obs, state.obs_stats)), low, high)
 
-        return run_episodes(env, env_params, deterministic, key, config.num_eval_envs)
+    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
+        policy = functools.partial(act, state)
+        return run_episodes(env, env_params, policy, key, config.num_eval_envs)
 
     return trainer.Train(
         init=init,
@@ -426,6 +428,7 @@ def make_train(config: Config) -> trainer.Train:
         num_iterations=config.num_iterations,
         eval_every=config.eval_every,
         env_steps_per_iteration=config.batch_size,
+        act=act,
     )
 
 

@@ -2,9 +2,10 @@
 
 Follows PureJaxRL's `ppo_rnn.py`: a ReLU embedding, one GRU cell shared by actor and critic,
 ReLU heads, orthogonal init of the dense layers (the GRU keeps Equinox's default init), and its
-CartPole config as defaults. Minibatches are whole environment sequences, replayed from the
-hidden state the rollout started with. Deviates on time limits, as `ppo.py` does: a truncated
-episode bootstraps from the value of its final observation.
+CartPole config as defaults, except width 64 (not 128: ~5x faster on CPU) and lr 1e-3 (not
+2.5e-4: needed on CartPole with hidden velocities). Minibatches are whole environment
+sequences, replayed from the hidden state the rollout started with. Deviates on time limits, as
+`ppo.py` does: a truncated episode bootstraps from the value of its final observation.
 
 Reset convention: `first[t]` marks an observation that starts an episode (the previous step
 ended one, or training just began). The hidden state entering step t is zeroed when `first[t]`,
@@ -49,8 +50,8 @@ class Config:
     """Parallel environments per seed."""
     num_steps: int = 128
     """Steps per environment per rollout (the length of every replayed sequence)."""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate."""
+    learning_rate: float = 1e-3
+    """Adam learning rate (PureJaxRL: 2.5e-4; 1e-3 learns the partially observed task)."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to zero over the run."""
     max_grad_norm: float = 0.5
@@ -73,7 +74,7 @@ class Config:
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
-    hidden_size: int = 128
+    hidden_size: int = 64
     """Width of the embedding, the GRU state and the actor and critic hidden layers."""
 
     @property

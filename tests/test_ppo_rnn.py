@@ -240,3 +240,14 @@ def test_cartpole_reaches_reference_return():
     result = trainer.run(config, pr.make_train, algo="ppo_rnn", verbose=False)
     assert result.summary["eval_return_mean"] >= 475, result.summary
     assert result.summary["final_return_mean"] >= 475, result.summary
+
+
+@pytest.mark.learning
+def test_memory_beats_feed_forward_ppo_without_velocities():
+    # Measured (4 seeds, 5e5 steps): ppo_rnn eval 378, train 273; ppo eval 41, train 50.
+    config = pr.Config(env="CartPole-v1-NoVelocity", num_seeds=4)
+    rnn = trainer.run(config, pr.make_train, algo="ppo_rnn", verbose=False).summary
+    config = ppo.Config(env="CartPole-v1-NoVelocity", num_seeds=4)
+    ff = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
+    assert rnn["eval_return_mean"] >= max(200, 2 * ff["eval_return_mean"]), (rnn, ff)
+    assert rnn["final_return_mean"] >= max(150, 2 * ff["final_return_mean"]), (rnn, ff)
