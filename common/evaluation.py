@@ -56,21 +56,17 @@ def run_recurrent_episodes(
     """`run_episodes` for a policy with memory: `policy(obs, carry) -> (actions, carry)`.
 
     `carry` is the policy's state at the start of an episode (e.g. zero GRU hidden states, one
-    row per env); each env plays one episode, so the carry never needs resetting here.
+    row per env); each env plays one episode, so the carry never needs resetting here. The same
+    keys and fixed-length scan as `run_episodes`, so a policy that ignores its carry scores the
+    same under both.
     """
     reset_key, key = jax.random.split(key)
     reset_keys = jax.random.split(reset_key, num_envs)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-    max_steps = int(env_params.max_steps_in_episode)
 
-    def running(loop: tuple) -> Array:
-        t, *_, done = loop
-        return jnp.logical_and(t < max_steps, ~jnp.all(done))
-
-    def step(loop: tuple) -> tuple:
-        t, obs, carry, env_state, key, returns, lengths, done = loop
-        key, step_key = jax.random.split(key)
+    def step(loop: tuple, step_key: PRNGKeyArray) -> tuple[tuple, None]:
+        obs, carry, env_state, returns, lengths, done = loop
         step_keys = jax.random.split(step_key, num_envs)
         action, carry = policy(obs, carry)
         obs, env_state, reward, terminated, truncated, _ = env_step(
@@ -79,9 +75,10 @@ def run_recurrent_episodes(
         returns = returns + jnp.where(done, 0.0, reward)
         lengths = lengths + jnp.where(done, 0, 1)
         done = done | terminated | truncated
-        return t + 1, obs, carry, env_state, key, returns, lengths, done
+        return (obs, carry, env_state, returns, lengths, done), None
 
     zeros = jnp.zeros(num_envs)
-    loop = (0, obs, carry, env_state, key, zeros, zeros, jnp.zeros(num_envs, bool))
-    *_, returns, lengths, _ = jax.lax.while_loop(running, step, loop)
+    loop = (obs, carry, env_state, zeros, zeros, jnp.zeros(num_envs, bool))
+    step_keys = jax.random.split(key, int(env_params.max_steps_in_episode))
+    (*_, returns, lengths, _), _ = jax.lax.scan(step, loop, step_keys)
     return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
