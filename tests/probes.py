@@ -169,13 +169,6 @@ PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousTim
 PROBES += [ProbeContinuousAction]
 
 
-class ProbeContinuousTimeLimit(ProbeTimeLimit):
-    """ProbeTimeLimit with a Box action space: V = 1 / (1 - gamma) through the time limit."""
-
-    def action_space(self, params: Any = None) -> spaces.Box:
-        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
-
-
 class ProbeTwoDimAction(Probe):
     """Observation 0 or 1 at random, one step, reward -(a0 - o)^2 - (a1 + o / 2)^2.
 
@@ -194,7 +187,7 @@ class ProbeTwoDimAction(Probe):
         return reward.astype(jnp.float32), jnp.array(True), state.obs
 
 
-PROBES += [ProbeContinuousTimeLimit, ProbeTwoDimAction]
+PROBES += [ProbeTwoDimAction]
 
 
 class ProbeMemory(Probe):
