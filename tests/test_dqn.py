@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from algorithms import dqn, trainer
+from common.config import ConfigError
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -188,23 +189,35 @@ def test_cli_smoke_run_with_every_flag(repo_root, tmp_path):
     assert config["hidden_sizes"] == [32, 16]
 
 
-@pytest.mark.parametrize(
-    "args, needles",
-    [
-        (["--env", "Pendulum-v1"], ["continuous action space", "dqn.py", "handles discrete"]),
-        (["--train-frequency", "3"], ["train_frequency = 3", "num_envs = 10"]),
-        (["--buffer-size", "4"], ["buffer_size = 4", "num_envs = 10"]),
-        (["--total-timesteps", "5"], ["smaller than one iteration"]),
-        (["--batch-size", "0"], ["positive", "batch_size=0"]),
-    ],
-)
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
+def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
+    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+    args, needles = (
+        ["--env", "Pendulum-v1"],
+        ["continuous action space", "dqn.py", "handles discrete"],
+    )
     done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     for needle in needles:
         assert needle in done.stderr
-    assert not (tmp_path / "run").exists()
+    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (dict(train_frequency=3), ["train_frequency = 3", "num_envs = 10"]),
+        (dict(buffer_size=4), ["buffer_size = 4", "num_envs = 10"]),
+        (dict(total_timesteps=5), ["smaller than one iteration"]),
+        (dict(batch_size=0), ["positive", "batch_size=0"]),
+    ],
+)
+def test_bad_config_raises_config_error(overrides, needles):
+    # The same ConfigError the CLI turns into exit code 2, checked in-process (no jax import).
+    with pytest.raises(ConfigError) as error:
+        dqn.make_train(dataclasses.replace(dqn.Config(), **overrides))
+    for needle in needles:
+        assert needle in str(error.value)
 
 
 # --- learning

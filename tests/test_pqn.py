@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from algorithms import pqn, trainer
+from common.config import ConfigError
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math
@@ -184,22 +185,34 @@ def test_cli_smoke_run(repo_root, tmp_path):
     assert summary["env_steps"] == 4096
 
 
-@pytest.mark.parametrize(
-    "args, needles",
-    [
-        (["--env", "Pendulum-v1"], ["continuous action space", "pqn.py", "handles discrete"]),
-        (["--num-minibatches", "3"], ["num_envs * num_steps = 2048", "num_minibatches = 3"]),
-        (["--total-timesteps", "100"], ["smaller than one iteration", "2048"]),
-        (["--num-layers", "0"], ["positive", "num_layers=0"]),
-    ],
-)
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
+def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
+    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+    args, needles = (
+        ["--env", "Pendulum-v1"],
+        ["continuous action space", "pqn.py", "handles discrete"],
+    )
     done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     for needle in needles:
         assert needle in done.stderr
-    assert not (tmp_path / "run").exists()
+    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (dict(num_minibatches=3), ["num_envs * num_steps = 2048", "num_minibatches = 3"]),
+        (dict(total_timesteps=100), ["smaller than one iteration", "2048"]),
+        (dict(num_layers=0), ["positive", "num_layers=0"]),
+    ],
+)
+def test_bad_config_raises_config_error(overrides, needles):
+    # The same ConfigError the CLI turns into exit code 2, checked in-process (no jax import).
+    with pytest.raises(ConfigError) as error:
+        pqn.make_train(dataclasses.replace(pqn.Config(), **overrides))
+    for needle in needles:
+        assert needle in str(error.value)
 
 
 # --- learning

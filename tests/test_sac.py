@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from algorithms import sac, trainer
+from common.config import ConfigError
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -169,21 +170,34 @@ def test_cli_smoke_run(repo_root, tmp_path):
     assert summary["env_steps"] == 300 and math.isfinite(summary["eval_return_mean"])
 
 
-@pytest.mark.parametrize(
-    "args, needles",
-    [
-        (["--env", "CartPole-v1"], ["discrete action space", "sac.py", "algorithms/dqn.py"]),
-        (["--num-envs", "4", "--train-frequency", "3"], ["train_frequency = 3", "num_envs = 4"]),
-        (["--total-timesteps", "0"], ["positive", "total_timesteps=0"]),
-    ],
-)
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
+def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
+    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+    args, needles = (
+        ["--env", "CartPole-v1"],
+        ["discrete action space", "sac.py", "algorithms/dqn.py"],
+    )
     done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     for needle in needles:
         assert needle in done.stderr
-    assert not (tmp_path / "run").exists()
+    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (dict(num_envs=4, train_frequency=3), ["train_frequency = 3", "num_envs = 4"]),
+        (dict(total_timesteps=0), ["positive", "total_timesteps=0"]),
+        (dict(buffer_size=0), ["positive", "buffer_size=0"]),
+    ],
+)
+def test_bad_config_raises_config_error(overrides, needles):
+    # The same ConfigError the CLI turns into exit code 2, checked in-process (no jax import).
+    with pytest.raises(ConfigError) as error:
+        sac.make_train(dataclasses.replace(sac.Config(), **overrides))
+    for needle in needles:
+        assert needle in str(error.value)
 
 
 # --- learning
