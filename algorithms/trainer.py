@@ -5,6 +5,7 @@ collect and update) and `evaluate(state, key) -> metrics`; `Train` composes them
 can change a learning curve for a fixed seed (ARCHITECTURE.md, "the numbers test").
 """
 
+import concurrent.futures
 import dataclasses
 import datetime
 import inspect
@@ -275,6 +276,7 @@ def run(
         log.restore([[_row(train, i, h, b) for i, h in enumerate(history)] for b in range(batch)])
 
     bar = _progress(train.num_intervals, first, verbose)
+    writer, pending = concurrent.futures.ThreadPoolExecutor(max_workers=1), None
     host_s, tic = 0.0, time.perf_counter()
     end = (
         train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
@@ -302,8 +304,16 @@ def run(
                     "run_s": earlier_run_s + time.perf_counter() - tic,
                     "history": jax.tree.map(lambda x: x.tolist(), history),
                 }
-                checkpoint.save(run_dir / "checkpoint.eqx", {"state": state}, header)
+                # Serialising and fsyncing happen on a writer thread while training goes on;
+                # one write at a time, in order, and the run waits for the last one.
+                if pending is not None:
+                    pending.result()
+                snap = checkpoint.snapshot({"state": state})
+                pending = writer.submit(checkpoint.save, run_dir / "checkpoint.eqx", snap, header)
         host_s += time.perf_counter() - host_tic
+    if pending is not None:
+        pending.result()
+    writer.shutdown()
     run_s = earlier_run_s + time.perf_counter() - tic
     bar(None, "")
 

@@ -41,11 +41,19 @@ def signature(tree: Any) -> list[str]:
     return [f"{jax.tree_util.keystr(p)} {tuple(x.shape)} {x.dtype}" for p, x in leaves]
 
 
+def snapshot(tree: Any) -> Any:
+    """A host (NumPy) copy of `tree` with keys as key data: safe to write while training goes on."""
+    return jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree))
+
+
 def save(path: Path, tree: Any, header: dict[str, Any]) -> None:
-    """Write `tree` and `header` to `path` atomically: temp file, fsync, rename, fsync dir."""
-    data = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    """Write `tree` and `header` to `path` atomically: temp file, fsync, rename, fsync dir.
+
+    `tree` may be a `snapshot` (the host runner writes snapshots from a background thread).
+    """
+    data = snapshot(tree)
     payload = io.BytesIO()
-    eqx.tree_serialise_leaves(payload, jax.device_get(data))
+    eqx.tree_serialise_leaves(payload, data)
     payload = payload.getvalue()
     header = {
         **header,
