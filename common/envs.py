@@ -7,7 +7,7 @@ import gymnax
 from gymnax.environments import spaces
 
 from common.config import ConfigError
-from common.wrappers import EpisodeStats, FlattenObservation
+from common.wrappers import EpisodeStats, FlattenObservation, ObservationSubset
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -20,9 +20,18 @@ ALGORITHMS_FOR: dict[str, list[str]] = {
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
 
 
+def _cartpole_no_velocity() -> tuple[Any, Any]:
+    """CartPole-v1 with the cart and pole velocities hidden: a memory task (ppo_rnn.py)."""
+    env, params = gymnax.make("CartPole-v1")
+    return ObservationSubset(env, (0, 2)), params
+
+
 def register_env(name: str, factory: Callable[[], tuple[Any, Any]]) -> None:
     """Make a non-gymnax environment (a probe, your own task) available to `make_env`."""
     _EXTRA_ENVS[name] = factory
+
+
+_EXTRA_ENVS["CartPole-v1-NoVelocity"] = _cartpole_no_velocity
 
 
 def env_names() -> list[str]:

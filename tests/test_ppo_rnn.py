@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import equinox as eqx
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,9 +13,8 @@ import pytest
 
 from algorithms import ppo, trainer
 from algorithms import ppo_rnn as pr
-from common.envs import make_env, register_env
+from common.envs import make_env
 from common.evaluation import run_episodes, run_recurrent_episodes
-from common.wrappers import ObservationSubset
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
@@ -24,14 +22,6 @@ TINY = pr.Config(
     eval_every=2, num_eval_envs=2, hidden_size=16,
 )  # fmt: skip
 
-
-def cartpole_no_velocity():
-    """CartPole-v1 with cart and pole velocities hidden: position and angle only."""
-    env, params = gymnax.make("CartPole-v1")
-    return ObservationSubset(env, (0, 2)), params
-
-
-register_env("CartPole-v1-NoVelocity", cartpole_no_velocity)
 
 # --- the reset convention
 
