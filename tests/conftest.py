@@ -1,7 +1,29 @@
+import os
+import tempfile
+from pathlib import Path
+
+import jax
 import pytest
 
 from common.envs import register_env
 from tests.probes import PROBES
+
+# XLA:CPU's intra-op thread pool off: on this 2-core machine, runs with it deadlocked now and
+# then (every thread waiting, 0% CPU); single-threaded Eigen also compiled faster here. Set
+# before the first computation initialises the backend; CLI subprocesses inherit it.
+if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
+    flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+
+# Many tests compile the same small programs (in-process and in CLI subprocesses, which inherit
+# the environment): a persistent compilation cache for this session compiles each only once.
+# Nothing is timed or counted through compilation, so the cache changes no test's meaning.
+_cache = os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="canter-test-jax-cache-")
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+jax.config.update("jax_compilation_cache_dir", _cache)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 for probe in PROBES:
     register_env(probe.__name__, lambda probe=probe: (probe(), probe().default_params))
@@ -9,6 +31,4 @@ for probe in PROBES:
 
 @pytest.fixture(scope="session")
 def repo_root():
-    from pathlib import Path
-
     return Path(__file__).resolve().parent.parent
