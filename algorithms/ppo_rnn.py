@@ -28,6 +28,7 @@ from algorithms import trainer
 from common.config import ConfigError, check_divides, check_positive, pytree_config
 from common.envs import make_env
 from common.evaluation import run_recurrent_episodes
+from common.initializers import orthogonal
 from common.wrappers import episode_metrics
 
 
@@ -94,7 +95,7 @@ def orthogonal_linear(
     in_size: int, out_size: int, scale: float, key: PRNGKeyArray
 ) -> eqx.nn.Linear:
     """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
-    weight = jax.nn.initializers.orthogonal(scale)(key, (out_size, in_size))
+    weight = orthogonal(key, (out_size, in_size), scale)  # LAPACK-free: see common/initializers.py
     layer = eqx.nn.Linear(in_size, out_size, key=key)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
 

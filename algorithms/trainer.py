@@ -229,8 +229,8 @@ def run(
     def interval_one(cfg: Any, state: Any, key: PRNGKeyArray, index: Array) -> tuple:
         return make_train(cfg).interval(state, key, index)
 
-    # Initialisation runs on one device and is then sharded: it is cheap, and XLA:CPU hung
-    # here running the orthogonal init's QR sharded over forced host devices.
+    # Initialisation runs on one device and is then sharded: it is cheap, and keeps the
+    # sharded program to the one that is called repeatedly.
     start = jax.jit(jax.vmap(start_one))
     interval = jax.jit(
         jax.vmap(interval_one, in_axes=(0, 0, 0, None)),
