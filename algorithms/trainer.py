@@ -12,6 +12,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 import sys
 import time
 import typing
@@ -211,33 +212,41 @@ def run(
         make_train(point_config)
     if resume and run_dir is None:
         raise ConfigError("resume needs the run directory to resume from.")
+    if not resume and run_dir is not None and (run_dir / "config.json").exists():
+        raise ConfigError(
+            f"{run_dir} already holds a run; continue it with --resume {run_dir}, or choose "
+            "another --run-dir (nothing there was changed)."
+        )
     for tracker, module in (("tensorboard", "tensorboardX"), ("wandb", "wandb")):
         if tracker in track and not _importable(module):
             raise ConfigError(f"--track {tracker} needs {module}: pip install -e '.[log]'.")
+    main_process = jax.process_index() == 0  # under multi-host, the one that writes and prints
+    verbose = verbose and main_process
     say = print if verbose else lambda *_, **__: None
     seeds = list(range(config.seed, config.seed + config.num_seeds))
     num_points, num_seeds = len(points), len(seeds)
-    devices = jax.devices()
+    devices = jax.devices()  # every process's, under jax.distributed (multi-host)
     configs, keys, batch, padded = make_batch(config, sweep, len(devices))
     mesh = Mesh(np.array(devices), ("batch",))
     sharded = NamedSharding(mesh, PartitionSpec("batch"))
     replicated = NamedSharding(mesh, PartitionSpec())
 
-    def start_one(cfg: Any, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:
-        return make_train(cfg).start(key)
+    def start_one(cfg: Any, key_data: Array) -> tuple[Any, PRNGKeyArray]:
+        return make_train(cfg).start(jax.random.wrap_key_data(key_data))
 
     def interval_one(cfg: Any, state: Any, key: PRNGKeyArray, index: Array) -> tuple:
         return make_train(cfg).interval(state, key, index)
 
-    # Initialisation runs on one device and is then sharded: it is cheap, and keeps the
-    # sharded program to the one that is called repeatedly.
-    start = jax.jit(jax.vmap(start_one))
+    start = jax.jit(jax.vmap(start_one), in_shardings=sharded, out_shardings=sharded)
     interval = jax.jit(
         jax.vmap(interval_one, in_axes=(0, 0, 0, None)),
         in_shardings=(sharded, sharded, sharded, replicated),
         out_shardings=sharded,
         donate_argnums=1,
     )
+    # Inputs are built identically on every process, then laid out over all devices.
+    configs = _place(configs, sharded)
+    keys = _place(jax.random.key_data(keys), sharded)
     tic = time.perf_counter()
     start_compiled = start.lower(configs, keys).compile()
     state_shape, key_shape = jax.eval_shape(start, configs, keys)
@@ -258,18 +267,17 @@ def run(
     saved_config = {"algo": algo, "sweep": sweep, **dataclasses.asdict(config)}
     expect = {"algo": algo, "config": saved_config, "devices_batch": padded}
     history: list[dict[str, dict[str, np.ndarray]]] = []
-    state, eval_keys = jax.device_put(start_compiled(configs, keys), sharded)
-    configs = jax.device_put(configs, sharded)
+    state, eval_keys = start_compiled(configs, keys)
     first, earlier_run_s = 0, 0.0
     if resume:
         path = run_dir / "checkpoint.eqx"
         loaded, header = checkpoint.load(path, {"state": state_shape}, expect)
-        state = jax.device_put(loaded["state"], sharded)
+        state = _place(loaded["state"], sharded)
         first, earlier_run_s = header["interval"], header["run_s"]
         history = [jax.tree.map(np.asarray, h) for h in header["history"]]
         say(f"resumed from {path} after interval {first}/{train.num_intervals}")
     log = None
-    if run_dir is not None:
+    if run_dir is not None and main_process:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json(run_dir / "config.json", saved_config)
         log = MetricsLog(run_dir, labels, track, saved_config)
@@ -283,7 +291,7 @@ def run(
     )
     for i in range(first, end):
         state, metrics = interval_compiled(configs, state, eval_keys, jnp.int32(i))
-        metrics = jax.tree.map(lambda x: np.asarray(x)[:batch], jax.device_get(metrics))
+        metrics = jax.tree.map(lambda x: x[:batch], _gather(metrics))
         history.append(metrics)
         host_tic = time.perf_counter()
         elapsed = host_tic - tic
@@ -295,9 +303,12 @@ def run(
             f"eval {np.mean(metrics['eval']['episodic_return']):8.2f}"
         )
         bar(i, line)
+        checkpoint_now = i + 1 == end or (checkpoint_every and (i + 1) % checkpoint_every == 0)
+        if run_dir is not None and checkpoint_now and jax.process_count() > 1:
+            full_state = _gather(state)  # a collective: every process takes part
         if log is not None:
             log.log([_row(train, i, metrics, b) for b in range(batch)])
-            if i + 1 == end or (checkpoint_every and (i + 1) % checkpoint_every == 0):
+            if checkpoint_now:
                 header = {
                     **expect,
                     "interval": i + 1,
@@ -308,7 +319,9 @@ def run(
                 # one write at a time, in order, and the run waits for the last one.
                 if pending is not None:
                     pending.result()
-                snap = checkpoint.snapshot({"state": state})
+                snap = checkpoint.snapshot(
+                    {"state": full_state if jax.process_count() > 1 else state}
+                )
                 pending = writer.submit(checkpoint.save, run_dir / "checkpoint.eqx", snap, header)
         host_s += time.perf_counter() - host_tic
     if pending is not None:
@@ -325,15 +338,40 @@ def run(
         group: {name: arrange(np.stack([h[group][name] for h in history], 1)) for name in values}
         for group, values in history[-1].items()
     }
-    state = jax.tree.map(arrange, state)
+    state = jax.tree.map(arrange, _gather(state) if jax.process_count() > 1 else state)
     summary = _summary(config, algo, train, seeds, points, stacked, sweep, compile_s, run_s, host_s)
     _report(say, summary, sweep)
-    if run_dir is not None:
+    if log is not None:
         log.close()
         write_json(run_dir / "summary.json", summary)
         _plot(run_dir, train, stacked, points, sweep, f"{algo} on {config.env}")
         say(f"      wrote {run_dir}")
     return RunResult(state, stacked, summary, run_dir)
+
+
+def _place(tree: Any, sharding: NamedSharding) -> Any:
+    """Host values, the same on every process, as global arrays laid out by `sharding`."""
+
+    def place(x: Any) -> Array:
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(place(jax.random.key_data(x)))
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(place, tree)
+
+
+def _gather(tree: Any) -> Any:
+    """The whole of `tree` as NumPy on this process, whichever process holds each shard (a
+    collective under multi-host: every process must call it)."""
+    is_key = jax.tree.map(lambda x: jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key), tree)
+    data = jax.tree.map(lambda x, k: jax.random.key_data(x) if k else x, tree, is_key)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        data = multihost_utils.process_allgather(data, tiled=True)
+    data = jax.device_get(data)
+    return jax.tree.map(lambda d, k: jax.random.wrap_key_data(d) if k else d, data, is_key)
 
 
 def _importable(module: str) -> bool:
@@ -463,6 +501,22 @@ class RunOptions:
     """Also log to TensorBoard and/or W&B (pip install -e '.[log]'; WANDB_MODE=offline works)."""
     sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
     """Grid over float fields in one program, e.g. --sweep learning_rate=1e-4,3e-4 (repeatable)."""
+    compile_cache: bool = True
+    """Reuse compiled programs across runs (JAX's persistent cache, ~/.cache/canter/jax or
+    $JAX_COMPILATION_CACHE_DIR); --no-compile-cache compiles cold."""
+
+
+def use_compile_cache(enabled: bool) -> Path | None:
+    """Turn JAX's persistent compilation cache on (in the user's cache directory unless
+    JAX_COMPILATION_CACHE_DIR names one) or off; returns the directory in use."""
+    if not enabled:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    if not jax.config.jax_compilation_cache_dir:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        jax.config.update("jax_compilation_cache_dir", str(base / "canter" / "jax"))
+    jax.config.update("jax_enable_compilation_cache", True)
+    return Path(jax.config.jax_compilation_cache_dir)
 
 
 def cli(config_cls: type, make_train: Callable[[Any], Train]) -> RunResult:
@@ -482,6 +536,7 @@ def cli(config_cls: type, make_train: Callable[[Any], Train]) -> RunResult:
         return config, options
 
     config, options = tyro.cli(main, description=doc)
+    use_compile_cache(options.compile_cache)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     default_dir = Path("runs") / f"{config.env}__{algo}__{config.seed}__{stamp}"
     try:

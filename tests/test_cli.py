@@ -1,6 +1,7 @@
 """The command line, by subprocess: a tiny run, and bad input failing cleanly before compiling."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -30,6 +31,12 @@ def test_smoke_run_writes_the_run_directory(repo_root, tmp_path):
     for seed in (3, 4):
         lines = (run_dir / f"seed_{seed}" / "metrics.csv").read_text().splitlines()
         assert lines[0].startswith("interval,env_steps,") and len(lines) == 3
+    # The same directory again without --resume is refused and left as it was.
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    again = ppo(repo_root, *TINY, "--run-dir", str(run_dir))
+    assert again.returncode == 2 and "already holds a run" in again.stderr, again.stderr
+    assert "--resume" in again.stderr and "Traceback" not in again.stderr
+    assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
 def test_default_run_directory(repo_root, tmp_path):
@@ -68,3 +75,16 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
         assert needle in done.stderr
     assert "compiled" not in done.stdout
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag, cached", [([], True), (["--no-compile-cache"], False)])
+def test_persistent_compile_cache_in_the_user_cache_dir(repo_root, tmp_path, flag, cached):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *TINY, *flag]
+    command += ["--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    cache = tmp_path / "cache" / "canter" / "jax"
+    entries = list(cache.iterdir()) if cache.exists() else []
+    assert bool(entries) == cached, entries

@@ -178,6 +178,61 @@ def test_sharded_over_two_devices_equals_one_device(repo_root):
         np.testing.assert_allclose(sharded[name], value, rtol=1e-4, atol=1e-4)
 
 
+MULTIHOST_SCRIPT = """
+import json, sys
+from pathlib import Path
+import jax
+port, process_id, run_dir, resume = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
+import tests.test_run_management as t  # imports gymnax: after initialize
+assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
+config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries over 2 processes, padded
+more = dict(resume=True) if resume == "resume" else dict(checkpoint_every=1, stop_after=2)
+result = t.run(config, run_dir=run_dir, **more)
+train = {k: v.tolist() for k, v in result.metrics["train"].items()}
+print(json.dumps({"process": process_id, "intervals": result.summary["intervals"], "train": train}))
+"""
+
+
+def two_processes(repo_root, run_dir, mode):
+    import socket
+
+    with socket.socket() as probe:  # a free port for the coordinator
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MULTIHOST_SCRIPT, str(port), str(i), str(run_dir), mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=repo_root,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    outputs = [worker.communicate(timeout=600) for worker in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err[-3000:]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+
+
+def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_root, tmp_path):
+    run_dir = tmp_path / "run"
+    first = two_processes(repo_root, run_dir, "stop")
+    assert [r["intervals"] for r in first] == [2, 2]
+    header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")  # written by process 0 only
+    assert header["interval"] == 2 and not list(run_dir.glob(".*.tmp"))
+    resumed = two_processes(repo_root, run_dir, "resume")
+    single = run(dataclasses.replace(SMALL, num_seeds=3))
+    for result in resumed:  # every process ends with the whole batch of metrics
+        assert result["intervals"] == single.summary["intervals"]
+        for name, value in single.metrics["train"].items():
+            np.testing.assert_allclose(result["train"][name], value, rtol=1e-4, atol=1e-4)
+    _, rows = csv_rows(run_dir / "seed_2" / "metrics.csv")
+    assert [row[0] for row in rows] == list(range(1, single.summary["intervals"] + 1))
+
+
 def test_trackers_write_tensorboard_and_offline_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
