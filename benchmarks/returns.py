@@ -1,0 +1,154 @@
+"""Returns of one algorithm over gymnax environments, N vmapped seeds each, against references.
+
+Each (algorithm, env) run goes through the host runner (`trainer.run`) into
+`<out>/runs/<algo>__<env>/` (config, per-seed CSVs, summary.json, learning_curve.png), and its
+result into `<out>/<algo>__<env>.json`. The markdown table `<out>/returns.md` is then rebuilt
+from every JSON result in `<out>`, so runs of several algorithms add up to one table; the
+README's results table is a copy of it.
+
+    python benchmarks/returns.py --algo ppo --envs CartPole-v1 Acrobot-v1 --num-seeds 8
+    python benchmarks/returns.py --algo sac --envs Pendulum-v1 --num-seeds 8 \\
+        --set total_timesteps=20000
+    python benchmarks/returns.py --table-only   # rebuild returns.md from the JSON results
+
+The "final" return is the last greedy evaluation of each seed (`num_eval_envs` episodes); the
+IQM is the mean of the middle 50% of seeds, with a 95% percentile-bootstrap interval.
+"""
+
+import argparse
+import dataclasses
+import importlib
+import json
+import os
+import platform
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results" / "returns"
+
+# Published returns (ARCHITECTURE.md section 7: gymnax-blines checkpoints, PPO) and the budget
+# they were reached at.
+REFERENCES = {
+    "CartPole-v1": (500.0, 150_000),
+    "Acrobot-v1": (-80.0, 500_000),
+    "Pendulum-v1": (-130.0, 1_000_000),
+    "MountainCar-v0": (-118.0, 250_000),
+    "MountainCarContinuous-v0": (92.0, 1_000_000),
+}
+
+
+def iqm(values: np.ndarray) -> float:
+    """Interquartile mean: the mean of the values between the 25th and 75th percentiles."""
+    ordered = np.sort(values)
+    cut = int(np.floor(0.25 * len(ordered)))
+    middle = ordered[cut : len(ordered) - cut] if len(ordered) > 2 * cut else ordered
+    return float(np.mean(middle))
+
+
+def bootstrap_ci(values: np.ndarray, statistic, samples: int = 2000, level: float = 0.95):
+    """Percentile bootstrap interval of `statistic` over seeds (fixed resampling seed)."""
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(values), size=(samples, len(values)))
+    stats = np.array([statistic(values[p]) for p in picks])
+    low, high = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)
+
+
+def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
+    """`["total_timesteps=20000", "learning_rate=1e-3"]` -> typed values for Config fields."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    defaults = config_cls()
+    overrides = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in fields or not text:
+            valid = ", ".join(fields)
+            raise SystemExit(f"--set {pair}: expected FIELD=VALUE with FIELD one of: {valid}")
+        kind = type(getattr(defaults, name))
+        overrides[name] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
+    return overrides
+
+
+def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> dict:
+    from algorithms import trainer
+
+    module = importlib.import_module(f"algorithms.{algo}")
+    config = module.Config(**{**overrides, "env": env, "num_seeds": num_seeds})
+    run_dir = out / "runs" / f"{algo}__{env}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # a rerun replaces the previous result
+    result = trainer.run(config, module.make_train, algo=algo, run_dir=run_dir, verbose=False)
+    summary = result.summary
+    finals = np.asarray(summary["eval_return"], float)
+    reference, budget = REFERENCES.get(env, (None, None))
+    record = {
+        "algo": algo,
+        "env": env,
+        "num_seeds": num_seeds,
+        "env_steps": summary["env_steps"],
+        "overrides": overrides,
+        "final_eval_returns": finals.tolist(),
+        "mean": float(finals.mean()),
+        "std": float(finals.std()),
+        "iqm": iqm(finals),
+        "iqm_ci95": bootstrap_ci(finals, iqm),
+        "final_train_return_mean": summary["final_return_mean"],
+        "reference": reference,
+        "reference_budget": budget,
+        "compile_s": summary["compile_s"],
+        "run_s": summary["run_s"],
+        "curve": str(run_dir / "learning_curve.png"),
+        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
+    }
+    (out / f"{algo}__{env}.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def table(out: Path) -> str:
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
+    lines = [
+        "| algorithm | env | env steps | seeds | final eval return mean +- std | IQM [95% CI] "
+        "| reference (budget) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
+        low, high = r["iqm_ci95"]
+        ref = "" if r["reference"] is None else f"{r['reference']:g} ({r['reference_budget']:.0e})"
+        lines.append(
+            f"| {r['algo']} | {r['env']} | {r['env_steps']:,} | {r['num_seeds']} | "
+            f"{r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} [{low:.1f}, {high:.1f}] | {ref} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="ppo", help="a module in algorithms/, e.g. ppo, sac")
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1"])
+    parser.add_argument("--num-seeds", type=int, default=8)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.table_only:
+        module = importlib.import_module(f"algorithms.{args.algo}")
+        overrides = parse_overrides(module.Config, args.set)
+        for env in args.envs:
+            record = run_one(args.algo, env, args.num_seeds, overrides, args.out)
+            low, high = record["iqm_ci95"]
+            print(
+                f"{args.algo} {env}: {record['mean']:.1f} +- {record['std']:.1f}, IQM "
+                f"{record['iqm']:.1f} [{low:.1f}, {high:.1f}] over {args.num_seeds} seeds "
+                f"({record['env_steps']:,} env steps; curve {record['curve']})",
+                flush=True,
+            )
+    text = table(args.out)
+    (args.out / "returns.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

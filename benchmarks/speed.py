@@ -1,0 +1,340 @@
+"""canter's PPO against rejax's PPO on the same config, in fresh processes, A B A B.
+
+Each measurement is one fresh Python process that builds `jax.jit(jax.vmap(train))` for one
+implementation, compiles it ahead of time (the persistent compilation cache is off, so every
+compile is cold) and runs it once to completion. Both implementations get the same work:
+PureJaxRL's CartPole config (4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed
+linearly, tanh 64x64 actor and critic) for 512,000 env steps = 1000 iterations, with an
+evaluation of 8 episodes every 50 iterations (rejax's default of 128 evaluation episodes is
+overridden to match).
+
+    pip install -e ".[bench]"
+    python benchmarks/speed.py                       # the ratios of the README, 3 pairs
+    python benchmarks/speed.py --scaling             # also env steps/s vs num_envs, num_seeds
+
+Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ITERATIONS, EVAL_EVERY, EVAL_EPISODES = 1000, 50, 8
+
+
+# --- one measurement (runs in a fresh process)
+
+
+def canter_train(num_envs: int, num_steps: int, iterations: int):
+    from algorithms import ppo
+
+    config = ppo.Config(
+        num_envs=num_envs,
+        num_steps=num_steps,
+        total_timesteps=iterations * num_envs * num_steps,
+        eval_every=min(EVAL_EVERY, iterations),
+        num_eval_envs=EVAL_EPISODES,
+    )
+    train = ppo.make_train(config)
+
+    def final_return(outputs):
+        _, metrics = outputs
+        return metrics["eval"]["episodic_return"][:, -1]  # (seeds,)
+
+    return train, final_return
+
+
+def rejax_train(num_envs: int, num_steps: int, iterations: int):
+    import gymnax
+    import optax
+    from gymnax.wrappers.compat import LegacyStepAPIWrapper
+    from rejax import PPO
+    from rejax.evaluate import evaluate
+
+    env, env_params = gymnax.make("CartPole-v1")
+    eval_every = min(EVAL_EVERY, iterations)
+    num_minibatches, epochs = 4, 4
+    schedule = optax.linear_schedule(2.5e-4, 0.0, iterations * epochs * num_minibatches)
+    algo = PPO.create(
+        env=LegacyStepAPIWrapper(env),  # rejax speaks the pre-1.0 gymnax step API
+        env_params=env_params,
+        num_envs=num_envs,
+        num_steps=num_steps,
+        num_epochs=epochs,
+        num_minibatches=num_minibatches,
+        learning_rate=schedule,
+        max_grad_norm=0.5,
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        ent_coef=0.01,
+        vf_coef=0.5,
+        total_timesteps=iterations * num_envs * num_steps,
+        eval_freq=eval_every * num_envs * num_steps,
+        skip_initial_evaluation=True,
+        agent_kwargs={"activation": "tanh"},
+    )
+
+    def eval_callback(algo, ts, key):
+        max_steps = algo.env_params.max_steps_in_episode
+        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
+
+    algo = algo.replace(eval_callback=eval_callback)
+
+    def final_return(outputs):
+        _, (_, returns) = outputs
+        return returns[:, -1].mean(axis=-1)  # (seeds,)
+
+    return algo.train, final_return
+
+
+def random_policy(num_envs: int, num_steps: int, iterations: int):
+    """Random actions in gymnax CartPole, `num_envs` wide: the environment's own ceiling."""
+    import gymnax
+    import jax
+    import jax.numpy as jnp
+
+    env, params = gymnax.make("CartPole-v1")
+
+    def train(key):
+        reset_keys = jax.random.split(key, num_envs)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
+
+        def step(carry, key):
+            state, total = carry
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.randint(action_key, (num_envs,), 0, 2)
+            step_keys = jax.random.split(step_key, num_envs)
+            obs, state, reward, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                step_keys, state, actions, params
+            )
+            return (state, total + reward.sum()), None
+
+        keys = jax.random.split(key, iterations * num_steps)
+        (_, total), _ = jax.lax.scan(step, (state, jnp.float32(0)), keys)
+        return total
+
+    return train, lambda outputs: outputs * jnp.nan
+
+
+def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int) -> dict:
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    build = {"canter": canter_train, "rejax": rejax_train, "random": random_policy}[impl]
+    train, final_return = build(num_envs, num_steps, iterations)
+    keys = jax.random.split(jax.random.key(0), num_seeds)
+    tic = time.perf_counter()
+    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+    compile_s = time.perf_counter() - tic
+    tic = time.perf_counter()
+    outputs = jax.block_until_ready(compiled(keys))
+    run_s = time.perf_counter() - tic
+    env_steps = num_seeds * iterations * num_envs * num_steps
+    returns = [float(r) for r in final_return(outputs)]
+    return {
+        "impl": impl,
+        "num_seeds": num_seeds,
+        "num_envs": num_envs,
+        "num_steps": num_steps,
+        "iterations": iterations,
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "steps_per_s": env_steps / run_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "final_returns": returns,
+    }
+
+
+# --- the driver
+
+
+def spawn(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int) -> dict:
+    args = [impl, str(num_seeds), str(num_envs), str(num_steps), str(iterations)]
+    command = [sys.executable, __file__, "--worker", *args]
+    env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def mean(values: list[float]) -> float:
+    finite = [v for v in values if v == v]
+    return sum(finite) / len(finite) if finite else float("nan")
+
+
+def head_to_head(repeats: int, seed_counts: list[int]) -> dict:
+    """A B A B pairs per seed count; medians and per-pair ratios canter / rejax."""
+    out = {}
+    for num_seeds in seed_counts:
+        pairs = []
+        for repeat in range(repeats):
+            a = spawn("canter", num_seeds, 4, 128, ITERATIONS)
+            b = spawn("rejax", num_seeds, 4, 128, ITERATIONS)
+            pairs.append((a, b))
+            print(
+                f"  seeds {num_seeds} pair {repeat}: run canter {a['run_s']:.2f} s / rejax "
+                f"{b['run_s']:.2f} s, compile {a['compile_s']:.2f} / {b['compile_s']:.2f} s",
+                flush=True,
+            )
+        row = {"num_seeds": num_seeds, "pairs": pairs}
+        for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
+            row[field] = {
+                impl: statistics.median(p[i][field] for p in pairs)
+                for i, impl in enumerate(("canter", "rejax"))
+            }
+            row[f"{field}_ratios"] = [p[0][field] / p[1][field] for p in pairs]
+        row["final_return"] = {
+            impl: mean([r for p in pairs for r in p[i]["final_returns"]])
+            for i, impl in enumerate(("canter", "rejax"))
+        }
+        out[num_seeds] = row
+    return out
+
+
+def speed_table(rows: dict) -> str:
+    lines = [
+        "| seeds | measure | canter | rejax | canter / rejax (median; per pair) |",
+        "|---:|---|---:|---:|---|",
+    ]
+    for num_seeds, row in rows.items():
+        for field, label, fmt in (
+            ("run_s", "run time (s)", "{:.2f}"),
+            ("compile_s", "compile time (s)", "{:.2f}"),
+            ("steps_per_s", "env steps/s", "{:,.0f}"),
+            ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
+        ):
+            ratios = row[f"{field}_ratios"]
+            median_ratio = row[field]["canter"] / row[field]["rejax"]
+            per_pair = ", ".join(f"{r:.2f}" for r in ratios)
+            lines.append(
+                f"| {num_seeds} | {label} | {fmt.format(row[field]['canter'])} | "
+                f"{fmt.format(row[field]['rejax'])} | {median_ratio:.2f} ({per_pair}) |"
+            )
+        returns = row["final_return"]
+        lines.append(
+            f"| {num_seeds} | final eval return (mean over runs) | {returns['canter']:.1f} | "
+            f"{returns['rejax']:.1f} | |"
+        )
+    return "\n".join(lines)
+
+
+def scaling(iterations_budget: int, env_counts: list[int], seed_counts: list[int]) -> dict:
+    """Env steps/s against num_envs (one seed) and num_seeds (4 envs), each impl once."""
+    points = {"num_envs": [], "num_seeds": []}
+    for num_envs in env_counts:
+        num_steps = max(16, 512 // num_envs)
+        iterations = max(10, iterations_budget // (num_envs * num_steps))
+        for impl in ("canter", "rejax", "random"):
+            point = spawn(impl, 1, num_envs, num_steps, iterations)
+            points["num_envs"].append(point)
+            print(f"  {impl} envs {num_envs}: {point['steps_per_s']:,.0f} steps/s", flush=True)
+    for num_seeds in seed_counts:
+        iterations = max(10, iterations_budget // 512)
+        for impl in ("canter", "rejax"):
+            point = spawn(impl, num_seeds, 4, 128, iterations)
+            points["num_seeds"].append(point)
+            print(f"  {impl} seeds {num_seeds}: {point['steps_per_s']:,.0f} steps/s", flush=True)
+    return points
+
+
+def scaling_table(points: dict) -> str:
+    lines = ["| sweep | value | canter steps/s | rejax steps/s | random-policy steps/s |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for axis in ("num_envs", "num_seeds"):
+        values = sorted({p[axis] for p in points[axis]})
+        for value in values:
+            by_impl = {p["impl"]: p["steps_per_s"] for p in points[axis] if p[axis] == value}
+            cells = [f"{by_impl[i]:,.0f}" if i in by_impl else "" for i in ("canter", "rejax")]
+            ceiling = f"{by_impl['random']:,.0f}" if "random" in by_impl else ""
+            lines.append(f"| {axis} | {value} | {cells[0]} | {cells[1]} | {ceiling} |")
+    return "\n".join(lines)
+
+
+def scaling_plot(points: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, axis in zip(axes, ("num_envs", "num_seeds"), strict=True):
+        for impl in ("canter", "rejax", "random"):
+            series = sorted((p[axis], p["steps_per_s"]) for p in points[axis] if p["impl"] == impl)
+            if series:
+                xs, ys = zip(*series, strict=True)
+                ax.plot(xs, ys, marker="o", label="random policy" if impl == "random" else impl)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(axis + (" (1 seed)" if axis == "num_envs" else " (4 envs each)"))
+        ax.set_ylabel("env steps / s")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(f"PPO CartPole-v1 throughput, {machine()}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def machine() -> str:
+    import jax
+
+    return f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), " + (
+        f"jax {jax.__version__} on {jax.devices()[0].platform}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="A B pairs per seed count")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--scaling", action="store_true", help="also the throughput sweeps")
+    parser.add_argument("--scaling-steps", type=int, default=131_072, help="env steps per point")
+    parser.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64, 256, 1024])
+    parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        impl, *sizes = args.worker
+        print(json.dumps(measure(impl, *map(int, sizes))))
+        return
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"head to head, {machine()}", flush=True)
+    rows = head_to_head(args.repeats, args.seeds)
+    table = speed_table(rows)
+    one = rows[args.seeds[0]]
+    summary = [f"Machine: {machine()}.", ""]
+    if 1 in rows and 8 in rows:
+        for impl in ("canter", "rejax"):
+            cost = rows[8]["run_s"][impl] / rows[1]["run_s"][impl]
+            summary.append(f"- {impl}: 8 vmapped seeds cost {cost:.2f}x one seed (run time).")
+    (args.out / "speed.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+    (args.out / "speed.md").write_text("\n".join([table, "", *summary]) + "\n")
+    print(table, *summary, sep="\n")
+    print(
+        f"\nseeds {one['num_seeds']}: run-time ratio canter/rejax "
+        f"{one['run_s']['canter'] / one['run_s']['rejax']:.2f}, compile-time ratio "
+        f"{one['compile_s']['canter'] / one['compile_s']['rejax']:.2f}"
+    )
+
+    if args.scaling:
+        print("scaling", flush=True)
+        points = scaling(args.scaling_steps, args.envs, args.scaling_seeds)
+        (args.out / "scaling.json").write_text(json.dumps(points, indent=1))
+        (args.out / "scaling.md").write_text(scaling_table(points) + "\n")
+        scaling_plot(points, args.out / "scaling.png")
+        print(scaling_table(points))
+
+
+if __name__ == "__main__":
+    main()
