@@ -262,7 +262,8 @@ def make_train(config: Config) -> trainer.Train:
         model, env_state, obs, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
         logits = jax.vmap(model.actor)(obs)
-        # Sampling with jax.random is ~2x cheaper than through distrax (benchmarks/README.md).
+        # jax.random.categorical and distrax sample_and_log_prob cost the same here (5.7 us per
+        # step of 4 envs, 4.2 us for random actions; benchmarks/README.md).
         action = jax.random.categorical(action_key, logits)
         log_prob = distrax.Categorical(logits=logits).log_prob(action)
         env_keys = jax.random.split(env_key, config.num_envs)
@@ -300,7 +301,9 @@ def make_train(config: Config) -> trainer.Train:
     def update_epoch(carry: tuple, _: None) -> tuple[tuple, dict]:
         model, opt_state, batch, key = carry
         key, perm_key = jax.random.split(key)
-        order = jax.random.permutation(perm_key, config.batch_size)
+        # One sort of random bits: jax.random.permutation sorts several times, and a sort of
+        # 16,384 entries took 6.0 ms against 2.8 ms on XLA:CPU (benchmarks/README.md).
+        order = jnp.argsort(jax.random.bits(perm_key, (config.batch_size,)))
         shape = (config.num_minibatches, config.minibatch_size)
         minibatches = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
         (model, opt_state), stats = jax.lax.scan(update_minibatch, (model, opt_state), minibatches)

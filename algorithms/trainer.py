@@ -226,6 +226,8 @@ def run(
     seeds = list(range(config.seed, config.seed + config.num_seeds))
     num_points, num_seeds = len(points), len(seeds)
     devices = jax.devices()  # every process's, under jax.distributed (multi-host)
+    if jax.process_count() == 1:  # no device only computes padding: one seed keeps every core
+        devices = devices[: num_points * num_seeds]
     configs, keys, batch, padded = make_batch(config, sweep, len(devices))
     mesh = Mesh(np.array(devices), ("batch",))
     sharded = NamedSharding(mesh, PartitionSpec("batch"))
@@ -519,12 +521,30 @@ def use_compile_cache(enabled: bool) -> Path | None:
     return Path(jax.config.jax_compilation_cache_dir)
 
 
-def cli(config_cls: type, make_train: Callable[[Any], Train]) -> RunResult:
-    """Parse every Config field as a flag (tyro), run, and turn bad input into exit code 2."""
+def cli(
+    config_cls: type,
+    make_train: Callable[[Any], Train],
+    presets: dict[str, dict[str, Any]] | None = None,
+) -> RunResult:
+    """Parse every Config field as a flag (tyro), run, and turn bad input into exit code 2.
+
+    `presets` name sets of field values; `--preset NAME` makes one the defaults that the other
+    flags then override (listed in --help).
+    """
     algo = Path(inspect.getfile(make_train)).stem
     doc = sys.modules[make_train.__module__].__doc__
+    presets = presets or {}
+    if presets:
+        listed = "\n".join(
+            f"  --preset {name}: " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in p.items())
+            for name, p in presets.items()
+        )
+        doc = f"{doc}\nPresets (the defaults they set; other flags override them):\n{listed}"
     try:
+        sys.argv, preset = _take_preset(sys.argv, presets)
         default, saved_sweep = _resume_default(config_cls, algo, sys.argv[1:])
+        if preset is not None:
+            default = config_cls(**preset)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -554,6 +574,20 @@ def cli(config_cls: type, make_train: Callable[[Any], Train]) -> RunResult:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _take_preset(argv: list[str], presets: dict[str, dict]) -> tuple[list[str], dict | None]:
+    """`argv` without `--preset NAME`, and that preset's values (None without one)."""
+    if "--preset" not in argv:
+        return argv, None
+    at = argv.index("--preset")
+    name = argv[at + 1] if at + 1 < len(argv) else ""
+    if name not in presets:
+        valid = ", ".join(presets) or "none (this algorithm has no presets)"
+        raise ConfigError(f"--preset '{name}' is unknown. Presets: {valid}.")
+    if "--resume" in argv:
+        raise ConfigError("--preset and --resume do not mix: a resumed run keeps its config.")
+    return argv[:at] + argv[at + 2 :], presets[name]
 
 
 def _resume_default(config_cls: type, algo: str, argv: list[str]) -> tuple[Any, dict]:

@@ -109,15 +109,17 @@ def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> 
 def table(out: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
-        "| algorithm | env | env steps | seeds | final eval return mean +- std | IQM [95% CI] "
-        "| reference (budget) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
+        "| IQM [95% CI] | reference (budget) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
         low, high = r["iqm_ci95"]
         ref = "" if r["reference"] is None else f"{r['reference']:g} ({r['reference_budget']:.0e})"
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items())
         lines.append(
-            f"| {r['algo']} | {r['env']} | {r['env_steps']:,} | {r['num_seeds']} | "
+            f"| {r['algo']} | {r['env']} | {flags or 'defaults'} | {r['env_steps']:,} | "
+            f"{r['num_seeds']} | "
             f"{r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} [{low:.1f}, {high:.1f}] | {ref} |"
         )
     return "\n".join(lines)

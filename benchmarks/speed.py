@@ -1,15 +1,20 @@
-"""canter's PPO against rejax's PPO on the same config, in fresh processes, A B A B.
+"""canter's PPO against rejax's PPO on the same config, in fresh processes, taking turns.
 
-Each measurement is one fresh Python process that builds `jax.jit(jax.vmap(train))` for one
-implementation, compiles it ahead of time (the persistent compilation cache is off, so every
-compile is cold) and runs it once to completion. Both implementations get the same work:
+Each measurement is one fresh Python process (the persistent compilation cache off, so every
+compile is cold) running one implementation once to completion:
+- `canter`: what `python algorithms/ppo.py` runs: the host runner, seeds sharded over the CPU
+  devices (one per core, see common/__init__.py), nothing written to disk;
+- `canter-pure`: `jax.jit(jax.vmap(train))` of canter's pure `train(key)`, one device;
+- `rejax`: `jax.jit(jax.vmap(algo.train))`, rejax's own way (rejax 0.1.3, PyPI).
+Ratios are taken within a round (the three runs back to back), then the median is reported.
+All get the same work:
 PureJaxRL's CartPole config (4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed
 linearly, tanh 64x64 actor and critic) for 512,000 env steps = 1000 iterations, with an
 evaluation of 8 episodes every 50 iterations (rejax's default of 128 evaluation episodes is
 overridden to match).
 
     pip install -e ".[bench]"
-    python benchmarks/speed.py                       # the ratios of the README, 3 pairs
+    python benchmarks/speed.py                       # the ratios of the README, 3 rounds
     python benchmarks/speed.py --scaling             # also env steps/s vs num_envs, num_seeds
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
@@ -33,17 +38,23 @@ ITERATIONS, EVAL_EVERY, EVAL_EPISODES = 1000, 50, 8
 # --- one measurement (runs in a fresh process)
 
 
-def canter_train(num_envs: int, num_steps: int, iterations: int):
+def canter_config(num_envs: int, num_steps: int, iterations: int, num_seeds: int = 1):
     from algorithms import ppo
 
-    config = ppo.Config(
+    return ppo.Config(
+        num_seeds=num_seeds,
         num_envs=num_envs,
         num_steps=num_steps,
         total_timesteps=iterations * num_envs * num_steps,
         eval_every=min(EVAL_EVERY, iterations),
         num_eval_envs=EVAL_EPISODES,
     )
-    train = ppo.make_train(config)
+
+
+def canter_train(num_envs: int, num_steps: int, iterations: int):
+    from algorithms import ppo
+
+    train = ppo.make_train(canter_config(num_envs, num_steps, iterations))
 
     def final_return(outputs):
         _, metrics = outputs
@@ -64,7 +75,7 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int):
     num_minibatches, epochs = 4, 4
     schedule = optax.linear_schedule(2.5e-4, 0.0, iterations * epochs * num_minibatches)
     algo = PPO.create(
-        env=LegacyStepAPIWrapper(env),  # rejax speaks the pre-1.0 gymnax step API
+        env=env,
         env_params=env_params,
         num_envs=num_envs,
         num_steps=num_steps,
@@ -87,7 +98,12 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int):
         max_steps = algo.env_params.max_steps_in_episode
         return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
 
-    algo = algo.replace(eval_callback=eval_callback)
+    class Legacy(LegacyStepAPIWrapper):  # deepcopy (rejax copies its config) recursed on it
+        def __deepcopy__(self, memo):
+            return self
+
+    # rejax speaks the pre-1.0 gymnax step API (done = terminated or truncated).
+    algo = algo.replace(env=Legacy(env), eval_callback=eval_callback)
 
     def final_return(outputs):
         _, (_, returns) = outputs
@@ -126,20 +142,29 @@ def random_policy(num_envs: int, num_steps: int, iterations: int):
 
 
 def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int) -> dict:
+    """`canter`: what `python algorithms/ppo.py` runs (the host runner, seeds sharded over the
+    CPU devices, no files written); `canter-pure`, `rejax`, `random`: `jit(vmap(train))`."""
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    build = {"canter": canter_train, "rejax": rejax_train, "random": random_policy}[impl]
-    train, final_return = build(num_envs, num_steps, iterations)
-    keys = jax.random.split(jax.random.key(0), num_seeds)
-    tic = time.perf_counter()
-    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
-    compile_s = time.perf_counter() - tic
-    tic = time.perf_counter()
-    outputs = jax.block_until_ready(compiled(keys))
-    run_s = time.perf_counter() - tic
+    if impl == "canter":
+        from algorithms import ppo, trainer
+
+        config = canter_config(num_envs, num_steps, iterations, num_seeds)
+        summary = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
+        compile_s, run_s, returns = summary["compile_s"], summary["run_s"], summary["eval_return"]
+    else:
+        build = {"canter-pure": canter_train, "rejax": rejax_train, "random": random_policy}[impl]
+        train, final_return = build(num_envs, num_steps, iterations)
+        keys = jax.random.split(jax.random.key(0), num_seeds)
+        tic = time.perf_counter()
+        compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+        compile_s = time.perf_counter() - tic
+        tic = time.perf_counter()
+        outputs = jax.block_until_ready(compiled(keys))
+        run_s = time.perf_counter() - tic
+        returns = [float(r) for r in final_return(outputs)]
     env_steps = num_seeds * iterations * num_envs * num_steps
-    returns = [float(r) for r in final_return(outputs)]
     return {
         "impl": impl,
         "num_seeds": num_seeds,
@@ -150,7 +175,7 @@ def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations
         "run_s": run_s,
         "steps_per_s": env_steps / run_s,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "final_returns": returns,
+        "final_returns": [float(r) for r in returns],
     }
 
 
@@ -172,30 +197,30 @@ def mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else float("nan")
 
 
+IMPLS = ("canter", "canter-pure", "rejax")
+
+
 def head_to_head(repeats: int, seed_counts: list[int]) -> dict:
-    """A B A B pairs per seed count; medians and per-pair ratios canter / rejax."""
+    """Rounds of canter, canter-pure, rejax (fresh processes, in turn); medians, and per-round
+    ratios against rejax measured in the same round."""
     out = {}
     for num_seeds in seed_counts:
-        pairs = []
+        rounds = []
         for repeat in range(repeats):
-            a = spawn("canter", num_seeds, 4, 128, ITERATIONS)
-            b = spawn("rejax", num_seeds, 4, 128, ITERATIONS)
-            pairs.append((a, b))
-            print(
-                f"  seeds {num_seeds} pair {repeat}: run canter {a['run_s']:.2f} s / rejax "
-                f"{b['run_s']:.2f} s, compile {a['compile_s']:.2f} / {b['compile_s']:.2f} s",
-                flush=True,
+            rounds.append({impl: spawn(impl, num_seeds, 4, 128, ITERATIONS) for impl in IMPLS})
+            times = ", ".join(
+                f"{impl} {r['run_s']:.2f} s (compile {r['compile_s']:.2f})"
+                for impl, r in rounds[-1].items()
             )
-        row = {"num_seeds": num_seeds, "pairs": pairs}
+            print(f"  seeds {num_seeds} round {repeat}: {times}", flush=True)
+        row = {"num_seeds": num_seeds, "rounds": rounds}
         for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
-            row[field] = {
-                impl: statistics.median(p[i][field] for p in pairs)
-                for i, impl in enumerate(("canter", "rejax"))
+            row[field] = {impl: statistics.median(r[impl][field] for r in rounds) for impl in IMPLS}
+            row[f"{field}_ratios"] = {
+                impl: [r[impl][field] / r["rejax"][field] for r in rounds] for impl in IMPLS[:2]
             }
-            row[f"{field}_ratios"] = [p[0][field] / p[1][field] for p in pairs]
         row["final_return"] = {
-            impl: mean([r for p in pairs for r in p[i]["final_returns"]])
-            for i, impl in enumerate(("canter", "rejax"))
+            impl: mean([x for r in rounds for x in r[impl]["final_returns"]]) for impl in IMPLS
         }
         out[num_seeds] = row
     return out
@@ -203,8 +228,9 @@ def head_to_head(repeats: int, seed_counts: list[int]) -> dict:
 
 def speed_table(rows: dict) -> str:
     lines = [
-        "| seeds | measure | canter | rejax | canter / rejax (median; per pair) |",
-        "|---:|---|---:|---:|---|",
+        "| seeds | measure | canter (CLI runner) | canter (pure jit) | rejax "
+        "| CLI / rejax: median (per round) | pure / rejax |",
+        "|---:|---|---:|---:|---:|---|---|",
     ]
     for num_seeds, row in rows.items():
         for field, label, fmt in (
@@ -213,18 +239,15 @@ def speed_table(rows: dict) -> str:
             ("steps_per_s", "env steps/s", "{:,.0f}"),
             ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
         ):
-            ratios = row[f"{field}_ratios"]
-            median_ratio = row[field]["canter"] / row[field]["rejax"]
-            per_pair = ", ".join(f"{r:.2f}" for r in ratios)
-            lines.append(
-                f"| {num_seeds} | {label} | {fmt.format(row[field]['canter'])} | "
-                f"{fmt.format(row[field]['rejax'])} | {median_ratio:.2f} ({per_pair}) |"
-            )
-        returns = row["final_return"]
-        lines.append(
-            f"| {num_seeds} | final eval return (mean over runs) | {returns['canter']:.1f} | "
-            f"{returns['rejax']:.1f} | |"
-        )
+            cells = " | ".join(fmt.format(row[field][impl]) for impl in IMPLS)
+            ratios = []
+            for impl in IMPLS[:2]:
+                median_ratio = statistics.median(row[f"{field}_ratios"][impl])
+                per_round = ", ".join(f"{r:.2f}" for r in row[f"{field}_ratios"][impl])
+                ratios.append(f"{median_ratio:.2f} ({per_round})")
+            lines.append(f"| {num_seeds} | {label} | {cells} | {' | '.join(ratios)} |")
+        returns = " | ".join(f"{row['final_return'][impl]:.1f}" for impl in IMPLS)
+        lines.append(f"| {num_seeds} | final eval return (mean over runs) | {returns} | | |")
     return "\n".join(lines)
 
 
@@ -315,17 +338,18 @@ def main() -> None:
     one = rows[args.seeds[0]]
     summary = [f"Machine: {machine()}.", ""]
     if 1 in rows and 8 in rows:
-        for impl in ("canter", "rejax"):
+        for impl in IMPLS:
             cost = rows[8]["run_s"][impl] / rows[1]["run_s"][impl]
             summary.append(f"- {impl}: 8 vmapped seeds cost {cost:.2f}x one seed (run time).")
     (args.out / "speed.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
     (args.out / "speed.md").write_text("\n".join([table, "", *summary]) + "\n")
     print(table, *summary, sep="\n")
-    print(
-        f"\nseeds {one['num_seeds']}: run-time ratio canter/rejax "
-        f"{one['run_s']['canter'] / one['run_s']['rejax']:.2f}, compile-time ratio "
-        f"{one['compile_s']['canter'] / one['compile_s']['rejax']:.2f}"
-    )
+    for impl in IMPLS[:2]:
+        print(
+            f"seeds {one['num_seeds']}: {impl} / rejax, median of per-round ratios: run time "
+            f"{statistics.median(one['run_s_ratios'][impl]):.2f}, compile time "
+            f"{statistics.median(one['compile_s_ratios'][impl]):.2f}"
+        )
 
     if args.scaling:
         print("scaling", flush=True)

@@ -189,6 +189,7 @@ def test_cli_smoke_run(repo_root, tmp_path):
         (["--env", "CartPole-v1"], ["discrete action space", "algorithms/ppo.py"]),
         (["--num-minibatches", "5"], ["num_envs * num_steps = 4096", "num_minibatches = 5"]),
         (["--total-timesteps", "100"], ["smaller than one iteration", "4096"]),
+        (["--preset", "Hopper"], ["--preset 'Hopper' is unknown", "MountainCarContinuous-v0"]),
     ],
 )
 def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
@@ -197,6 +198,18 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
     assert "Traceback" not in done.stderr
     assert all(needle in done.stderr for needle in needles), done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["--preset", "MountainCarContinuous-v0", "--gamma", "0.98", "--total-timesteps", "4096"]
+    done = run_cli(repo_root, *args, "--eval-every", "1", "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["env"] == "MountainCarContinuous-v0" and config["learning_rate"] == 1e-3
+    assert config["gamma"] == 0.98  # the flag wins over the preset
+    shown = run_cli(repo_root, "--help").stdout
+    assert "--preset MountainCarContinuous-v0" in shown and "--gamma 0.99" in shown
 
 
 # --- learning

@@ -172,9 +172,10 @@ def test_sharded_over_two_devices_equals_one_device(repo_root):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     sharded = json.loads(done.stdout.strip().splitlines()[-1])
-    single = run(dataclasses.replace(SMALL, num_seeds=3))
-    assert jax.device_count() == 1
-    for name, value in single.metrics["train"].items():
+    # One device: the pure program, jitted without shardings.
+    train = ppo.make_train(dataclasses.replace(SMALL, num_seeds=3))
+    _, single = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 3))
+    for name, value in single["train"].items():
         np.testing.assert_allclose(sharded[name], value, rtol=1e-4, atol=1e-4)
 
 
@@ -184,6 +185,7 @@ from pathlib import Path
 import jax
 port, process_id, run_dir, resume = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_num_cpu_devices", 1)  # one device per process
 jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
 import tests.test_run_management as t  # imports gymnax: after initialize
 assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
