@@ -99,7 +99,7 @@ def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> 
         "reference_budget": budget,
         "compile_s": summary["compile_s"],
         "run_s": summary["run_s"],
-        "curve": str(run_dir / "learning_curve.png"),
+        "curve": os.path.relpath(run_dir / "learning_curve.png", Path(__file__).parent.parent),
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
     }
     (out / f"{algo}__{env}.json").write_text(json.dumps(record, indent=1))
@@ -110,12 +110,12 @@ def table(out: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
         "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
-        "| IQM [95% CI] | reference (budget) |",
+        "| IQM [95% CI] | published (gymnax-blines PPO) at env steps |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
         low, high = r["iqm_ci95"]
-        ref = "" if r["reference"] is None else f"{r['reference']:g} ({r['reference_budget']:.0e})"
+        ref = "" if r["reference"] is None else f"{r['reference']:g} at {r['reference_budget']:,}"
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items())
         lines.append(
             f"| {r['algo']} | {r['env']} | {flags or 'defaults'} | {r['env_steps']:,} | "

@@ -16,6 +16,12 @@ overridden to match).
     pip install -e ".[bench]"
     python benchmarks/speed.py                       # the ratios of the README, 3 rounds
     python benchmarks/speed.py --scaling             # also env steps/s vs num_envs, num_seeds
+    python benchmarks/speed.py --algo dqn            # DQN: PureJaxRL's CartPole config, 5e5 steps
+
+For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
+10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
+0.05 over half the run) with rejax's fixed 64x64 ReLU network, 8 evaluation episodes every
+25,000 env steps; results go to speed_dqn.md / speed_dqn.json.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -112,6 +118,61 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int):
     return algo.train, final_return
 
 
+def canter_dqn_config(num_seeds: int = 1):
+    from algorithms import dqn
+
+    # PureJaxRL's DQN CartPole config with rejax's fixed 64x64 network: 10 envs, one update of
+    # 128 every 10 env steps, buffer 10,000 filled first, target copied every 500 env steps.
+    return dqn.Config(num_seeds=num_seeds, hidden_sizes=(64, 64), num_eval_envs=EVAL_EPISODES)
+
+
+def rejax_dqn_train(num_seeds: int):
+    import gymnax
+    from gymnax.wrappers.compat import LegacyStepAPIWrapper
+    from rejax import DQN
+    from rejax.evaluate import evaluate
+
+    config = canter_dqn_config()
+    env, env_params = gymnax.make("CartPole-v1")
+    algo = DQN.create(
+        env=env,
+        env_params=env_params,
+        num_envs=config.num_envs,
+        buffer_size=config.buffer_size,
+        fill_buffer=config.learning_starts,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        gamma=config.gamma,
+        eps_start=config.start_e,
+        eps_end=config.end_e,
+        exploration_fraction=config.exploration_fraction,
+        target_update_freq=config.target_network_frequency,
+        polyak=0.0,  # a hard copy, as in canter
+        ddqn=False,
+        num_epochs=1,  # one update per iteration of num_envs env steps
+        total_timesteps=config.total_timesteps,
+        eval_freq=config.eval_every * config.env_steps_per_iteration,
+        skip_initial_evaluation=True,
+        agent_kwargs={"activation": "relu"},
+    )
+
+    class Legacy(LegacyStepAPIWrapper):
+        def __deepcopy__(self, memo):
+            return self
+
+    def eval_callback(algo, ts, key):
+        max_steps = algo.env_params.max_steps_in_episode
+        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
+
+    algo = algo.replace(env=Legacy(env), eval_callback=eval_callback)
+
+    def final_return(outputs):
+        _, (_, returns) = outputs
+        return returns[:, -1].mean(axis=-1)
+
+    return algo.train, final_return
+
+
 def random_policy(num_envs: int, num_steps: int, iterations: int):
     """Random actions in gymnax CartPole, `num_envs` wide: the environment's own ceiling."""
     import gymnax
@@ -141,21 +202,38 @@ def random_policy(num_envs: int, num_steps: int, iterations: int):
     return train, lambda outputs: outputs * jnp.nan
 
 
-def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int) -> dict:
+def measure(
+    impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int, algo: str = "ppo"
+) -> dict:
     """`canter`: what `python algorithms/ppo.py` runs (the host runner, seeds sharded over the
     CPU devices, no files written); `canter-pure`, `rejax`, `random`: `jit(vmap(train))`."""
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
     if impl == "canter":
-        from algorithms import ppo, trainer
+        import importlib
 
-        config = canter_config(num_envs, num_steps, iterations, num_seeds)
-        summary = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
+        from algorithms import trainer
+
+        module = importlib.import_module(f"algorithms.{algo}")
+        if algo == "dqn":
+            config = canter_dqn_config(num_seeds)
+        else:
+            config = canter_config(num_envs, num_steps, iterations, num_seeds)
+        summary = trainer.run(config, module.make_train, algo=algo, verbose=False).summary
         compile_s, run_s, returns = summary["compile_s"], summary["run_s"], summary["eval_return"]
     else:
-        build = {"canter-pure": canter_train, "rejax": rejax_train, "random": random_policy}[impl]
-        train, final_return = build(num_envs, num_steps, iterations)
+        if algo == "dqn":
+            from algorithms import dqn
+
+            train = dqn.make_train(canter_dqn_config())
+            builds = {
+                "canter-pure": lambda *_: (train, lambda o: o[1]["eval"]["episodic_return"][:, -1]),
+                "rejax": lambda *_: rejax_dqn_train(num_seeds),
+            }
+        else:
+            builds = {"canter-pure": canter_train, "rejax": rejax_train, "random": random_policy}
+        train, final_return = builds[impl](num_envs, num_steps, iterations)
         keys = jax.random.split(jax.random.key(0), num_seeds)
         tic = time.perf_counter()
         compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
@@ -165,8 +243,11 @@ def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations
         run_s = time.perf_counter() - tic
         returns = [float(r) for r in final_return(outputs)]
     env_steps = num_seeds * iterations * num_envs * num_steps
+    if algo == "dqn":
+        env_steps = num_seeds * canter_dqn_config().total_timesteps
     return {
         "impl": impl,
+        "algo": algo,
         "num_seeds": num_seeds,
         "num_envs": num_envs,
         "num_steps": num_steps,
@@ -182,8 +263,10 @@ def measure(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations
 # --- the driver
 
 
-def spawn(impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int) -> dict:
-    args = [impl, str(num_seeds), str(num_envs), str(num_steps), str(iterations)]
+def spawn(
+    impl: str, num_seeds: int, num_envs: int, num_steps: int, iterations: int, algo: str = "ppo"
+) -> dict:
+    args = [impl, str(num_seeds), str(num_envs), str(num_steps), str(iterations), algo]
     command = [sys.executable, __file__, "--worker", *args]
     env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -200,14 +283,16 @@ def mean(values: list[float]) -> float:
 IMPLS = ("canter", "canter-pure", "rejax")
 
 
-def head_to_head(repeats: int, seed_counts: list[int]) -> dict:
+def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dict:
     """Rounds of canter, canter-pure, rejax (fresh processes, in turn); medians, and per-round
     ratios against rejax measured in the same round."""
     out = {}
     for num_seeds in seed_counts:
         rounds = []
         for repeat in range(repeats):
-            rounds.append({impl: spawn(impl, num_seeds, 4, 128, ITERATIONS) for impl in IMPLS})
+            rounds.append(
+                {impl: spawn(impl, num_seeds, 4, 128, ITERATIONS, algo) for impl in IMPLS}
+            )
             times = ", ".join(
                 f"{impl} {r['run_s']:.2f} s (compile {r['compile_s']:.2f})"
                 for impl, r in rounds[-1].items()
@@ -324,16 +409,17 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64, 256, 1024])
     parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--algo", choices=["ppo", "dqn"], default="ppo")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        impl, *sizes = args.worker
-        print(json.dumps(measure(impl, *map(int, sizes))))
+        impl, *sizes, algo = args.worker
+        print(json.dumps(measure(impl, *map(int, sizes), algo=algo)))
         return
 
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"head to head, {machine()}", flush=True)
-    rows = head_to_head(args.repeats, args.seeds)
+    rows = head_to_head(args.repeats, args.seeds, args.algo)
     table = speed_table(rows)
     one = rows[args.seeds[0]]
     summary = [f"Machine: {machine()}.", ""]
@@ -341,8 +427,11 @@ def main() -> None:
         for impl in IMPLS:
             cost = rows[8]["run_s"][impl] / rows[1]["run_s"][impl]
             summary.append(f"- {impl}: 8 vmapped seeds cost {cost:.2f}x one seed (run time).")
-    (args.out / "speed.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
-    (args.out / "speed.md").write_text("\n".join([table, "", *summary]) + "\n")
+    name = "speed" if args.algo == "ppo" else f"speed_{args.algo}"
+    (args.out / f"{name}.json").write_text(
+        json.dumps({"machine": machine(), "rows": rows}, indent=1)
+    )
+    (args.out / f"{name}.md").write_text("\n".join([table, "", *summary]) + "\n")
     print(table, *summary, sep="\n")
     for impl in IMPLS[:2]:
         print(
@@ -351,7 +440,7 @@ def main() -> None:
             f"{statistics.median(one['compile_s_ratios'][impl]):.2f}"
         )
 
-    if args.scaling:
+    if args.scaling and args.algo == "ppo":
         print("scaling", flush=True)
         points = scaling(args.scaling_steps, args.envs, args.scaling_seeds)
         (args.out / "scaling.json").write_text(json.dumps(points, indent=1))

@@ -1,0 +1,62 @@
+"""The benchmark scripts run end to end on tiny budgets and compute their statistics right."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from benchmarks import returns
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert returns.iqm(np.array([8.0, 1, 7, 2, 6, 3, 5, 4])) == 4.5  # mean of 3, 4, 5, 6
+    assert returns.iqm(np.array([0.0, 10, 10, 1000])) == 10.0
+    low, high = returns.bootstrap_ci(np.arange(16.0), returns.iqm)
+    assert low < returns.iqm(np.arange(16.0)) < high
+
+
+def test_overrides_are_typed_and_unknown_fields_fail():
+    from algorithms import ppo
+
+    parsed = returns.parse_overrides(ppo.Config, ["total_timesteps=2048", "gamma=0.9"])
+    assert parsed == {"total_timesteps": 2048, "gamma": 0.9}
+    assert isinstance(parsed["total_timesteps"], int)
+    assert returns.parse_overrides(ppo.Config, ["anneal_lr=false"]) == {"anneal_lr": False}
+    with pytest.raises(SystemExit, match="learning_rate"):
+        returns.parse_overrides(ppo.Config, ["lr=1e-3"])
+
+
+def test_returns_writes_a_result_and_a_table_row(tmp_path):
+    overrides = {"total_timesteps": 2048, "eval_every": 2, "num_eval_envs": 2}
+    record = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path)
+    assert len(record["final_eval_returns"]) == 2 and record["reference"] == 500.0
+    saved = json.loads((tmp_path / "ppo__CartPole-v1.json").read_text())
+    assert saved["mean"] == pytest.approx(np.mean(record["final_eval_returns"]))
+    assert (tmp_path / "runs" / "ppo__CartPole-v1" / "learning_curve.png").exists()
+    row = returns.table(tmp_path).splitlines()[-1]
+    assert row.startswith("| ppo | CartPole-v1 | --total-timesteps 2048") and "| 2 |" in row
+
+
+@pytest.mark.parametrize("impl", ["canter", "canter-pure", "random"])
+def test_speed_worker_reports_a_measurement(repo_root, impl):
+    command = [sys.executable, "benchmarks/speed.py", "--worker", impl, "2", "4", "16", "4", "ppo"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["impl"] == impl and result["num_seeds"] == 2
+    assert result["run_s"] > 0 and result["compile_s"] > 0 and result["peak_rss_mb"] > 0
+    assert result["steps_per_s"] == pytest.approx(2 * 4 * 4 * 16 / result["run_s"])
+    assert len(result["final_returns"]) == 2
+
+
+def test_readme_tables_are_the_benchmark_outputs(repo_root):
+    """The README's results and speed tables are copies of what the scripts last wrote."""
+    readme = (repo_root / "README.md").read_text()
+    results = ("returns/returns.md", "speed.md", "speed_dqn.md", "scaling.md")
+    for path in (f"benchmarks/results/{name}" for name in results):
+        table = [
+            line for line in (repo_root / path).read_text().splitlines() if line.startswith("|")
+        ]
+        assert table and "\n".join(table) in readme, f"README.md is out of step with {path}"
