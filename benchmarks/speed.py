@@ -21,7 +21,9 @@ overridden to match).
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
 10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
 0.05 over half the run) with rejax's fixed 64x64 ReLU network, 8 evaluation episodes every
-25,000 env steps; results go to speed_dqn.md / speed_dqn.json.
+25,000 env steps; results go to speed_dqn.md / speed_dqn.json. `--algo sac` and `--algo td3`:
+canter's CleanRL-style defaults on Pendulum-v1 for 5e4 env steps on both sides (see
+`rejax_offpolicy_train`), results in speed_sac.md / speed_td3.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -173,6 +175,71 @@ def rejax_dqn_train(num_seeds: int):
     return algo.train, final_return
 
 
+def canter_offpolicy_config(algo: str, num_seeds: int = 1):
+    import importlib
+
+    # CleanRL's SAC / TD3 settings (canter's defaults), Pendulum-v1, 5e4 env steps.
+    module = importlib.import_module(f"algorithms.{algo}")
+    return module.Config(num_seeds=num_seeds, num_eval_envs=EVAL_EPISODES)
+
+
+def rejax_offpolicy_train(algo: str):
+    """rejax's SAC or TD3 on canter's config: 1 env, buffer 1e5 filled with 1,000 steps first,
+    batch 128, an update per env step, Polyak 0.995, 64x64 ReLU networks (rejax has one
+    learning rate: canter's actor rate, 3e-4, where canter's SAC uses 1e-3 for the critics)."""
+    import gymnax
+    from gymnax.wrappers.compat import LegacyStepAPIWrapper
+    from rejax import SAC, TD3
+    from rejax.evaluate import evaluate
+
+    config = canter_offpolicy_config(algo)
+    env, env_params = gymnax.make(config.env)
+    common = dict(
+        env=env,
+        env_params=env_params,
+        num_envs=config.num_envs,
+        buffer_size=config.buffer_size,
+        fill_buffer=config.learning_starts,
+        batch_size=config.batch_size,
+        gamma=config.gamma,
+        polyak=1.0 - config.tau,
+        total_timesteps=config.total_timesteps,
+        eval_freq=config.eval_every * config.num_envs,
+        skip_initial_evaluation=True,
+    )
+    if algo == "sac":
+        created = SAC.create(
+            **common, learning_rate=config.policy_lr, agent_kwargs={"activation": "relu"}
+        )
+    else:
+        created = TD3.create(
+            **common,
+            learning_rate=config.learning_rate,
+            policy_delay=config.policy_frequency,
+            exploration_noise=config.exploration_noise,
+            target_noise=config.policy_noise,
+            target_noise_clip=config.noise_clip,
+            actor_kwargs={"activation": "relu"},
+            critic_kwargs={"activation": "relu"},
+        )
+
+    class Legacy(LegacyStepAPIWrapper):
+        def __deepcopy__(self, memo):
+            return self
+
+    def eval_callback(algo, ts, key):
+        max_steps = algo.env_params.max_steps_in_episode
+        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
+
+    created = created.replace(env=Legacy(env), eval_callback=eval_callback)
+
+    def final_return(outputs):
+        _, (_, returns) = outputs
+        return returns[:, -1].mean(axis=-1)
+
+    return created.train, final_return
+
+
 def random_policy(num_envs: int, num_steps: int, iterations: int):
     """Random actions in gymnax CartPole, `num_envs` wide: the environment's own ceiling."""
     import gymnax
@@ -218,18 +285,26 @@ def measure(
         module = importlib.import_module(f"algorithms.{algo}")
         if algo == "dqn":
             config = canter_dqn_config(num_seeds)
+        elif algo in ("sac", "td3"):
+            config = canter_offpolicy_config(algo, num_seeds)
         else:
             config = canter_config(num_envs, num_steps, iterations, num_seeds)
         summary = trainer.run(config, module.make_train, algo=algo, verbose=False).summary
         compile_s, run_s, returns = summary["compile_s"], summary["run_s"], summary["eval_return"]
     else:
-        if algo == "dqn":
-            from algorithms import dqn
+        if algo in ("dqn", "sac", "td3"):
+            import importlib
 
-            train = dqn.make_train(canter_dqn_config())
+            module = importlib.import_module(f"algorithms.{algo}")
+            config = canter_dqn_config() if algo == "dqn" else canter_offpolicy_config(algo)
             builds = {
-                "canter-pure": lambda *_: (train, lambda o: o[1]["eval"]["episodic_return"][:, -1]),
-                "rejax": lambda *_: rejax_dqn_train(num_seeds),
+                "canter-pure": lambda *_: (
+                    module.make_train(config),
+                    lambda outputs: outputs[1]["eval"]["episodic_return"][:, -1],
+                ),
+                "rejax": lambda *_: (
+                    rejax_dqn_train(num_seeds) if algo == "dqn" else rejax_offpolicy_train(algo)
+                ),
             }
         else:
             builds = {"canter-pure": canter_train, "rejax": rejax_train, "random": random_policy}
@@ -245,6 +320,8 @@ def measure(
     env_steps = num_seeds * iterations * num_envs * num_steps
     if algo == "dqn":
         env_steps = num_seeds * canter_dqn_config().total_timesteps
+    elif algo in ("sac", "td3"):
+        env_steps = num_seeds * canter_offpolicy_config(algo).total_timesteps
     return {
         "impl": impl,
         "algo": algo,
@@ -269,6 +346,8 @@ def spawn(
     args = [impl, str(num_seeds), str(num_envs), str(num_steps), str(iterations), algo]
     command = [sys.executable, __file__, "--worker", *args]
     env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    if impl == "rejax":  # JAX's own default, though canter's config classes get imported there
+        env["JAX_NUM_CPU_DEVICES"] = "1"
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -409,7 +488,7 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64, 256, 1024])
     parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--algo", choices=["ppo", "dqn"], default="ppo")
+    parser.add_argument("--algo", choices=["ppo", "dqn", "sac", "td3"], default="ppo")
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

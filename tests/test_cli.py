@@ -39,14 +39,6 @@ def test_smoke_run_writes_the_run_directory(repo_root, tmp_path):
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-def test_default_run_directory(repo_root, tmp_path):
-    done = ppo(repo_root, *TINY, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    assert run_dir.name.startswith("CartPole-v1__ppo__0__")
-    assert (run_dir / "summary.json").exists()
-
-
 def test_help_shows_every_field_with_its_docstring(repo_root):
     done = ppo(repo_root, "--help")
     assert done.returncode == 0
@@ -82,9 +74,13 @@ def test_persistent_compile_cache_in_the_user_cache_dir(repo_root, tmp_path, fla
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *TINY, *flag]
-    command += ["--run-dir", str(tmp_path / "run")]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()  # the default run directory
+    assert run_dir.name.startswith("CartPole-v1__ppo__0__")
+    assert (run_dir / "summary.json").exists()
     cache = tmp_path / "cache" / "canter" / "jax"
     entries = list(cache.iterdir()) if cache.exists() else []
     assert bool(entries) == cached, entries
