@@ -16,7 +16,8 @@ Per-env settings (flags over the Pendulum defaults), measured on 2 CPU cores at 
     Pendulum-v1                 (defaults)      eval -176.2 +- 17.3 (seeds 0-7), -194.0 +- 20.5
                                                 (seeds 8-15); 32 greedy episodes per seed
     MountainCarContinuous-v0    --preset MountainCarContinuous-v0 (gamma 0.99, lr 1e-3)
-                                                eval 72.0 +- 41.6, 4 seeds (3 reach ~96, one 0)
+                                                eval 48.3 +- 48.3, 8 seeds (half reach ~96,
+                                                half stay at 0; benchmarks/returns.py)
 
 With the default gamma 0.9 the goal bonus is out of sight and MountainCarContinuous stays at 0.
 """
