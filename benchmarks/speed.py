@@ -71,12 +71,33 @@ def canter_train(num_envs: int, num_steps: int, iterations: int):
     return train, final_return
 
 
+def rejax_finish(algo, env):
+    """rejax's `train` and its final-return reader, with canter's evaluation (EVAL_EPISODES
+    episodes) and the env behind gymnax 1.0's adapter to the pre-1.0 step API rejax speaks
+    (done = terminated or truncated). The adapter goes in after `create`, whose deepcopy
+    recursed forever on it."""
+    from gymnax.wrappers.compat import LegacyStepAPIWrapper
+    from rejax.evaluate import evaluate
+
+    class Legacy(LegacyStepAPIWrapper):
+        def __deepcopy__(self, memo):
+            return self
+
+    def eval_callback(algo, ts, key):
+        max_steps = algo.env_params.max_steps_in_episode
+        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
+
+    def final_return(outputs):
+        _, (_, returns) = outputs
+        return returns[:, -1].mean(axis=-1)  # (seeds,)
+
+    return algo.replace(env=Legacy(env), eval_callback=eval_callback).train, final_return
+
+
 def rejax_train(num_envs: int, num_steps: int, iterations: int):
     import gymnax
     import optax
-    from gymnax.wrappers.compat import LegacyStepAPIWrapper
     from rejax import PPO
-    from rejax.evaluate import evaluate
 
     env, env_params = gymnax.make("CartPole-v1")
     eval_every = min(EVAL_EVERY, iterations)
@@ -102,22 +123,7 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int):
         agent_kwargs={"activation": "tanh"},
     )
 
-    def eval_callback(algo, ts, key):
-        max_steps = algo.env_params.max_steps_in_episode
-        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
-
-    class Legacy(LegacyStepAPIWrapper):  # deepcopy (rejax copies its config) recursed on it
-        def __deepcopy__(self, memo):
-            return self
-
-    # rejax speaks the pre-1.0 gymnax step API (done = terminated or truncated).
-    algo = algo.replace(env=Legacy(env), eval_callback=eval_callback)
-
-    def final_return(outputs):
-        _, (_, returns) = outputs
-        return returns[:, -1].mean(axis=-1)  # (seeds,)
-
-    return algo.train, final_return
+    return rejax_finish(algo, env)
 
 
 def canter_dqn_config(num_seeds: int = 1):
@@ -130,9 +136,7 @@ def canter_dqn_config(num_seeds: int = 1):
 
 def rejax_dqn_train(num_seeds: int):
     import gymnax
-    from gymnax.wrappers.compat import LegacyStepAPIWrapper
     from rejax import DQN
-    from rejax.evaluate import evaluate
 
     config = canter_dqn_config()
     env, env_params = gymnax.make("CartPole-v1")
@@ -158,21 +162,7 @@ def rejax_dqn_train(num_seeds: int):
         agent_kwargs={"activation": "relu"},
     )
 
-    class Legacy(LegacyStepAPIWrapper):
-        def __deepcopy__(self, memo):
-            return self
-
-    def eval_callback(algo, ts, key):
-        max_steps = algo.env_params.max_steps_in_episode
-        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
-
-    algo = algo.replace(env=Legacy(env), eval_callback=eval_callback)
-
-    def final_return(outputs):
-        _, (_, returns) = outputs
-        return returns[:, -1].mean(axis=-1)
-
-    return algo.train, final_return
+    return rejax_finish(algo, env)
 
 
 def canter_offpolicy_config(algo: str, num_seeds: int = 1):
@@ -188,9 +178,7 @@ def rejax_offpolicy_train(algo: str):
     batch 128, an update per env step, Polyak 0.995, 64x64 ReLU networks (rejax has one
     learning rate: canter's actor rate, 3e-4, where canter's SAC uses 1e-3 for the critics)."""
     import gymnax
-    from gymnax.wrappers.compat import LegacyStepAPIWrapper
     from rejax import SAC, TD3
-    from rejax.evaluate import evaluate
 
     config = canter_offpolicy_config(algo)
     env, env_params = gymnax.make(config.env)
@@ -223,21 +211,7 @@ def rejax_offpolicy_train(algo: str):
             critic_kwargs={"activation": "relu"},
         )
 
-    class Legacy(LegacyStepAPIWrapper):
-        def __deepcopy__(self, memo):
-            return self
-
-    def eval_callback(algo, ts, key):
-        max_steps = algo.env_params.max_steps_in_episode
-        return evaluate(algo.make_act(ts), key, algo.env, algo.env_params, EVAL_EPISODES, max_steps)
-
-    created = created.replace(env=Legacy(env), eval_callback=eval_callback)
-
-    def final_return(outputs):
-        _, (_, returns) = outputs
-        return returns[:, -1].mean(axis=-1)
-
-    return created.train, final_return
+    return rejax_finish(created, env)
 
 
 def random_policy(num_envs: int, num_steps: int, iterations: int):
