@@ -306,8 +306,8 @@ def run(
         )
         bar(i, line)
         checkpoint_now = i + 1 == end or (checkpoint_every and (i + 1) % checkpoint_every == 0)
-        if run_dir is not None and checkpoint_now and jax.process_count() > 1:
-            full_state = _gather(state)  # a collective: every process takes part
+        if run_dir is not None and checkpoint_now:
+            full_state = _gather(state)  # a collective under multi-host: every process calls it
         if log is not None:
             log.log([_row(train, i, metrics, b) for b in range(batch)])
             if checkpoint_now:
@@ -321,9 +321,7 @@ def run(
                 # one write at a time, in order, and the run waits for the last one.
                 if pending is not None:
                     pending.result()
-                snap = checkpoint.snapshot(
-                    {"state": full_state if jax.process_count() > 1 else state}
-                )
+                snap = checkpoint.snapshot({"state": full_state})
                 pending = writer.submit(checkpoint.save, run_dir / "checkpoint.eqx", snap, header)
         host_s += time.perf_counter() - host_tic
     if pending is not None:
