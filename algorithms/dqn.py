@@ -21,10 +21,12 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from algorithms import trainer
 from common.buffer import ReplayBuffer
-from common.config import ConfigError, check_positive, pytree_config
+from common.config import ConfigError, check_budget, check_positive, check_replay, pytree_config
 from common.envs import make_env
-from common.evaluation import run_episodes
+from common.ranges import NonNegative, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "discrete"
 
 
 @pytree_config
@@ -52,19 +54,19 @@ class Config:
     """Env steps of warm-up before the first update."""
     train_frequency: int = 10
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
-    learning_rate: float = 2.5e-4
+    learning_rate: NonNegative = 2.5e-4
     """Adam learning rate."""
-    gamma: float = 0.99
+    gamma: UnitInterval = 0.99
     """Discount factor."""
-    tau: float = 1.0
-    """Target network update rate (1.0: hard copy)."""
+    tau: PositiveFraction = 1.0
+    """Target network update rate (1.0: hard copy); k updates due at once apply 1-(1-tau)^k."""
     target_network_frequency: int = 500
     """Env steps between target network updates."""
-    start_e: float = 1.0
+    start_e: UnitInterval = 1.0
     """Exploration epsilon at the start."""
-    end_e: float = 0.05
+    end_e: UnitInterval = 0.05
     """Exploration epsilon at the end of the schedule."""
-    exploration_fraction: float = 0.5
+    exploration_fraction: PositiveFraction = 0.5
     """Fraction of total_timesteps over which epsilon decays linearly."""
     loss: Literal["mse", "huber"] = "mse"
     """TD loss: squared error, or Huber with delta 1."""
@@ -183,6 +185,28 @@ def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""])
     return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
 
 
+def linear_epsilon(config: Config, env_steps: Int[Array, ""]) -> Float[Array, ""]:
+    """Exploration rate decaying linearly from start_e to end_e over a fraction of the run."""
+    slope = (config.end_e - config.start_e) / (config.exploration_fraction * config.total_timesteps)
+    return jnp.maximum(config.start_e + slope * env_steps, config.end_e)  # CleanRL schedule
+
+
+def epsilon_greedy(
+    key: PRNGKeyArray, q_values: Float[Array, "num_envs num_actions"], epsilon: Float[Array, ""]
+) -> Int[Array, " num_envs"]:
+    """The greedy action, or with probability epsilon a uniformly random one, per env."""
+    explore_key, action_key = jax.random.split(key)
+    num_envs, num_actions = q_values.shape
+    random = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+    explore = jax.random.uniform(explore_key, (num_envs,)) < epsilon
+    return jnp.where(explore, random, jnp.argmax(q_values, axis=-1))
+
+
+def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Int[Array, " n"]:
+    """Greedy actions: the highest Q-value."""
+    return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+
+
 # --- training
 
 
@@ -193,33 +217,16 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "target_network_frequency")
     if not all(size > 0 for size in config.hidden_sizes):
         raise ConfigError(f"hidden_sizes must be positive, got {config.hidden_sizes}.")
-    if config.num_envs % config.train_frequency and config.train_frequency % config.num_envs:
-        raise ConfigError(
-            f"train_frequency = {config.train_frequency} must divide num_envs = "
-            f"{config.num_envs} or be a multiple of it."
-        )
-    if config.buffer_size < config.num_envs:
-        raise ConfigError(
-            f"buffer_size = {config.buffer_size} is smaller than num_envs = {config.num_envs}."
-        )
+    check_replay(config)
     if config.loss not in ("mse", "huber"):
         raise ConfigError(f"loss must be 'mse' or 'huber', got '{config.loss}'.")
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"({config.env_steps_per_iteration} env steps)."
-        )
-    env, env_params = make_env(config.env, action="discrete", algorithm="dqn.py")
+    check_budget(config, config.env_steps_per_iteration)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="dqn.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     optimizer = optax.adam(config.learning_rate)
-
-    def epsilon(env_steps: Int[Array, ""]) -> Float[Array, ""]:
-        duration = config.exploration_fraction * config.total_timesteps
-        slope = (config.end_e - config.start_e) / duration
-        return jnp.maximum(config.start_e + slope * env_steps, config.end_e)  # CleanRL schedule
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -235,11 +242,9 @@ def make_train(config: Config) -> trainer.Train:
 
     def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
         q_network, env_state, obs, buffer, env_steps = carry
-        explore_key, action_key, env_key = jax.random.split(key, 3)
-        greedy = jnp.argmax(jax.vmap(q_network)(obs), axis=-1)
-        random = jax.random.randint(action_key, (config.num_envs,), 0, num_actions)
-        explore = jax.random.uniform(explore_key, (config.num_envs,)) < epsilon(env_steps)
-        action = jnp.where(explore, random, greedy)
+        action_key, env_key = jax.random.split(key)
+        epsilon = linear_epsilon(config, env_steps)
+        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon)
         env_keys = jax.random.split(env_key, config.num_envs)
         next_obs, env_state, reward, terminated, _, info = env_step(
             env_keys, env_state, action, env_params
@@ -276,30 +281,27 @@ def make_train(config: Config) -> trainer.Train:
         carry, stats = jax.lax.scan(lambda c, k: update(c, target_network, buffer, k), carry, keys)
         return carry, jax.tree.map(jnp.mean, stats)
 
-    def warm_up(carry: tuple, *_: object) -> tuple[tuple, dict[str, Array]]:
-        return carry, dict(td_loss=jnp.array(jnp.nan), q_values=jnp.array(jnp.nan))
-
     def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
         key, collect_key, update_key = jax.random.split(state.key, 3)
         carry = (state.q_network, state.env_state, state.obs, state.buffer, state.env_steps)
         collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
         (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-        # Under vmap this cond runs both branches (warm-up is a few percent of a run); the
-        # buffer is only read inside, so the select does not copy it.
-        (q_network, opt_state), stats = jax.lax.cond(
-            env_steps >= config.learning_starts, learn, warm_up,
+        # No updates during warm-up (NaN metrics). Under vmap both branches run (warm-up is a
+        # few percent of a run); the buffer is only read inside, so the select does not copy it.
+        (q_network, opt_state), stats = trainer.when(
+            env_steps >= config.learning_starts, learn,
             (state.q_network, state.opt_state), state.target_network, buffer, update_key,
         )  # fmt: skip
-        # Target update when the env-step counter crosses a multiple of the frequency.
+        # Target updates fall due when the env-step counter crosses multiples of the frequency;
+        # k of them at once (num_envs > frequency) blend as k Polyak steps: 1 - (1 - tau)^k.
         freq = config.target_network_frequency
-        due = env_steps // freq > state.env_steps // freq
-        target_network = polyak_update(
-            q_network, state.target_network, jnp.where(due, config.tau, 0.0)
-        )
+        due = env_steps // freq - state.env_steps // freq
+        tau = 1.0 - (1.0 - config.tau) ** due
+        target_network = polyak_update(q_network, state.target_network, tau)
         metrics = {
             **episode_metrics(env_state),
             **stats,
-            "epsilon": epsilon(env_steps),
+            "epsilon": linear_epsilon(config, env_steps),
             "env_steps": env_steps.astype(jnp.float32),
         }
         state = dataclasses.replace(
@@ -308,20 +310,12 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         return state, metrics
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
-            return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
-
-        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
-
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
         env_steps_per_iteration=config.env_steps_per_iteration,
-    )
+        num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -3,12 +3,12 @@
     python algorithms/evaluate.py runs/CartPole-v1__ppo__0__20261122-080000 --episodes 32
     python algorithms/evaluate.py RUN_DIR --gif cartpole.gif
 
-Works for every algorithm whose run directory holds `config.json` and `checkpoint.eqx`.
+Works for every algorithm: each supplies `act`, and evaluation and rendering are built from it
+(`trainer.Train.policy`), with the memory of a recurrent policy carried along.
 """
 
 import dataclasses
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,57 +19,45 @@ import jax.numpy as jnp
 import numpy as np
 import tyro
 
-from algorithms import trainer
 from common import checkpoint
+from common.batch import Batch, make_batch
 from common.config import ConfigError
-from common.envs import make_env
+from common.rundir import RunDir
 
 # Frames of classic-control environments are drawn with pygame, which needs no screen this way.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
-def load_run(run_dir: Path, episodes: int) -> tuple[Any, Any, Any, Any, dict]:
-    """The algorithm module, its config, the batched configs and state of a run's checkpoint."""
-    try:
-        saved = json.loads((run_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        raise ConfigError(
-            f"{run_dir} has no readable config.json: is it a run directory?"
-        ) from None
-    algo, sweep = saved.pop("algo"), saved.pop("sweep", {})
+def load_run(run_dir: Path, episodes: int) -> tuple[Any, Batch, Any, Any, dict]:
+    """The algorithm module, the batch, batched configs and state of a run's last checkpoint."""
+    out = RunDir(run_dir)
+    algo, config, sweep = out.load_config()
     module = importlib.import_module(f"algorithms.{algo}")
-    config = dataclasses.replace(module.Config(**saved), num_eval_envs=episodes)
-    header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")
-    configs, keys, batch, _ = trainer.make_batch(config, sweep, header["devices_batch"])
-
-    def start_one(cfg: Any, key: jax.Array) -> Any:
-        return module.make_train(cfg).start(key)[0]
-
-    like = jax.eval_shape(jax.vmap(start_one), configs, keys)
-    loaded, header = checkpoint.load(run_dir / "checkpoint.eqx", {"state": like}, {"algo": algo})
-    return module, config, configs, loaded["state"], {"batch": batch, "sweep": sweep, **header}
+    batch = make_batch(dataclasses.replace(config, num_eval_envs=episodes), sweep)
+    configs, keys = batch.inputs()
+    start = jax.vmap(lambda c, k: module.make_train(c).start(k)[0])
+    like = jax.eval_shape(start, configs, keys)
+    loaded, header = checkpoint.load(out.checkpoint, {"state": like}, {"algo": algo})
+    return module, batch, configs, loaded["state"], header
 
 
-def render_gif(module: Any, config: Any, configs: Any, state: Any, index: int, path: Path):
+def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, seed: int) -> tuple:
     """Render one greedy episode of batch entry `index` with gymnax's visualiser."""
     from gymnax.visualize import Visualizer
 
-    cfg = jax.tree.map(lambda x: x[index], configs)
-    one_state = jax.tree.map(lambda x: x[index], state)
-    train = module.make_train(cfg)
-    if train.act is None:
-        raise ConfigError(f"{module.__name__} exposes no greedy `act`, so it cannot render.")
-    env, env_params = make_env(config.env)
+    train = module.make_train(jax.tree.map(lambda x: x[index], configs))
+    policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
+    env, env_params = train.env, train.env_params
     reset, step = jax.jit(env.reset), jax.jit(env.step)
-    act = jax.jit(lambda obs: train.act(one_state, obs[None])[0])
-    key = jax.random.key(config.seed)
+    key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
-    states, returns, total = [env_state.env_state], [0.0], 0.0
+    carry, states, returns, total = train.start_carry(1), [env_state.env_state], [0.0], 0.0
     for _ in range(int(env_params.max_steps_in_episode)):
         key, step_key = jax.random.split(key)
+        action, carry = policy(obs[None], carry)
         obs, next_state, reward, terminated, truncated, _ = step(
-            step_key, env_state, act(obs), env_params
+            step_key, env_state, action[0], env_params
         )
         total += float(reward)
         if terminated or truncated:
@@ -77,11 +65,10 @@ def render_gif(module: Any, config: Any, configs: Any, state: Any, index: int, p
         env_state = next_state
         states.append(env_state.env_state)
         returns.append(total)
-    base_env = env._env._env  # below the statistics and flattening wrappers
     try:
-        Visualizer(base_env, env_params, states, jnp.array(returns)).animate(str(path))
+        Visualizer(env.unwrapped, env_params, states, jnp.array(returns)).animate(str(path))
     except Exception as error:  # gymnax raises various types for envs it cannot draw
-        raise ConfigError(f"gymnax cannot render {config.env}: {error}") from None
+        raise ConfigError(f"gymnax cannot render {env.unwrapped.name}: {error}") from None
     return total, len(states)  # the last state, before the auto-reset, is not drawn
 
 
@@ -96,27 +83,32 @@ def main(
         gif: Also render one greedy episode to this GIF file.
         gif_entry: Which seed (index in the run, point-major in a sweep) to render.
     """
-    module, config, configs, state, header = load_run(run_dir, episodes)
-    batch = header["batch"]
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be positive, got {episodes}.")
+    module, batch, configs, state, header = load_run(run_dir, episodes)
+    if not 0 <= gif_entry < batch.size:
+        raise ConfigError(
+            f"--gif-entry {gif_entry} is not an entry of this run (0..{batch.size - 1})."
+        )
 
     def evaluate_one(cfg: Any, state: Any, key: jax.Array) -> dict[str, jax.Array]:
         return module.make_train(cfg).evaluate(state, key)
 
     # Fresh evaluation keys, apart from the ones training used.
-    keys = jax.random.split(jax.random.key(config.seed + 1_000_003), header["devices_batch"])
+    keys = jax.random.split(jax.random.key(batch.config.seed + 1_000_003), batch.size)
     metrics = jax.jit(jax.vmap(evaluate_one))(configs, state, keys)
-    returns = np.asarray(metrics["episodic_return"])[:batch]
+    returns = np.asarray(metrics["episodic_return"])
     print(f"{run_dir}: checkpoint after interval {header['interval']}, {episodes} episodes each")
-    for b, value in enumerate(returns):
-        print(f"  entry {b}: mean return {value:.2f}")
-    print(f"mean over entries {returns.mean():.2f} +- {returns.std():.2f} ({batch} entries)")
+    for label, value in zip(batch.labels, returns, strict=True):
+        print(f"  {label}: mean return {value:.2f}")
+    print(f"mean over entries {returns.mean():.2f} +- {returns.std():.2f} ({batch.size} entries)")
     result = {
         "returns": returns.tolist(),
         "mean": float(returns.mean()),
         "std": float(returns.std()),
     }
     if gif is not None:
-        total, length = render_gif(module, config, configs, state, gif_entry, gif)
+        total, length = render_gif(module, configs, state, gif_entry, gif, batch.config.seed)
         print(f"wrote {gif}: entry {gif_entry}, return {total:.2f} over {length} steps")
     return result
 

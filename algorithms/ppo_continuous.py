@@ -1,25 +1,17 @@
 """PPO for continuous actions with a Gaussian policy (Schulman et al. 2017, arXiv:1707.06347).
 
 Follows CleanRL's `ppo_continuous_action.py` and PureJaxRL's continuous PPO: a diagonal Gaussian
-whose log-std is a state-independent parameter, orthogonal init, Adam eps 1e-5, global-norm
-clipping, observation normalisation and return-based reward scaling. Actions are clipped to the
-env's bounds only when stepping; the log-probability is of the unclipped sample. Deviations:
-a truncated episode bootstraps from the value of its final observation (as in `ppo.py`), and the
-normalisation statistics are frozen during a rollout and updated once per iteration from the
-whole batch, so the stored observations are exactly what the policy saw. Defaults are tuned for
-Pendulum-v1 (gamma 0.9, lr 3e-4, 16 envs x 256 steps, 10 epochs of 32 minibatches; with lr 1e-3
-2 of 8 seeds learned and then collapsed to about -800).
+with a state-independent log-std, orthogonal init, Adam eps 1e-5, global-norm clipping,
+observation normalisation and return-based reward scaling; actions are clipped only when
+stepping (the log-prob is of the unclipped sample). Deviations: truncation bootstraps from the
+final observation (as in `ppo.py`), and normalisation statistics are frozen during a rollout
+and updated once per iteration, so stored observations are exactly what the policy saw.
+Defaults are tuned for Pendulum-v1 (gamma 0.9, lr 3e-4: with 1e-3, 2 of 8 seeds collapsed).
 
     python algorithms/ppo_continuous.py --env Pendulum-v1 --num-seeds 8
+    python algorithms/ppo_continuous.py --preset MountainCarContinuous-v0
 
-Per-env settings (flags over the Pendulum defaults), measured on 2 CPU cores at 1e6 env steps:
-    Pendulum-v1                 (defaults)      eval -176.2 +- 17.3 (seeds 0-7), -194.0 +- 20.5
-                                                (seeds 8-15); 32 greedy episodes per seed
-    MountainCarContinuous-v0    --preset MountainCarContinuous-v0 (gamma 0.99, lr 1e-3)
-                                                eval 48.3 +- 48.3, 8 seeds (half reach ~96,
-                                                half stay at 0; benchmarks/returns.py)
-
-With the default gamma 0.9 the goal bonus is out of sight and MountainCarContinuous stays at 0.
+MountainCarContinuous needs its preset: with gamma 0.9 the goal bonus is out of sight (return 0).
 """
 
 import dataclasses
@@ -29,14 +21,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from algorithms import trainer
-from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.config import check_budget, check_divides, check_positive, pytree_config
 from common.envs import make_env
-from common.evaluation import run_episodes
 from common.initializers import orthogonal
+from common.minibatch import shuffled_minibatches, update_epochs
+from common.normalization import RunningStats, normalize, update_stats
+from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "continuous"
 
 
 @pytree_config
@@ -58,29 +54,29 @@ class Config:
     """Parallel environments per seed."""
     num_steps: int = 256
     """Steps per environment per rollout."""
-    learning_rate: float = 3e-4
+    learning_rate: NonNegative = 3e-4
     """Adam learning rate."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to zero over the run."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: PositiveOrInf = 0.5
     """Global gradient-norm clipping threshold."""
     update_epochs: int = 10
     """Passes over each rollout."""
     num_minibatches: int = 32
     """Minibatches per epoch."""
-    gamma: float = 0.9
+    gamma: UnitInterval = 0.9
     """Discount factor (also the discount of the returns that scale rewards)."""
-    gae_lambda: float = 0.95
+    gae_lambda: UnitInterval = 0.95
     """GAE lambda."""
-    clip_coef: float = 0.2
+    clip_coef: Positive = 0.2
     """Surrogate clipping coefficient (also clips the value update)."""
     clip_vloss: bool = True
     """Clip the value loss as in the PPO reference implementation."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
-    ent_coef: float = 0.0
+    ent_coef: NonNegative = 0.0
     """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
+    vf_coef: NonNegative = 0.5
     """Value loss coefficient."""
     norm_obs: bool = True
     """Normalise observations by running mean and variance (clipped to +-10)."""
@@ -92,10 +88,6 @@ class Config:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
 
     @property
     def num_iterations(self) -> int:
@@ -155,14 +147,6 @@ class ActorCritic(eqx.Module):
 
 
 # --- state
-
-
-class RunningStats(eqx.Module):
-    """Running mean and variance of a stream of batches (count starts at 1e-4, as in gym)."""
-
-    mean: Float[Array, "*shape"]
-    var: Float[Array, "*shape"]
-    count: Float[Array, ""]
 
 
 class Transition(eqx.Module):
@@ -266,20 +250,18 @@ def gaussian_log_prob(
     return jnp.sum(-0.5 * z**2 - log_std - 0.5 * jnp.log(2.0 * jnp.pi))
 
 
-def update_stats(stats: RunningStats, batch: Float[Array, "samples ..."]) -> RunningStats:
-    """Merge a batch's moments into running statistics (Chan et al. parallel variance)."""
-    n, delta = batch.shape[0], batch.mean(0) - stats.mean
-    count = stats.count + n
-    m2 = stats.var * stats.count + batch.var(0) * n + delta**2 * stats.count * n / count
-    return RunningStats(stats.mean + delta * n / count, m2 / count, count)
-
-
-def normalize(x: Float[Array, "*batch obs_dim"], stats: RunningStats) -> Float[Array, "..."]:
-    """Standardise with running statistics and clip to +-10 (gym's NormalizeObservation)."""
-    return jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + 1e-8), -10.0, 10.0)
-
-
 # --- training
+
+
+# Copied from algorithms/ppo.py::learning_rate_schedule
+def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
+    """The learning rate, annealed linearly to zero once per iteration with `anneal_lr`."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    updates_per_iteration = config.update_epochs * config.num_minibatches
+    return lambda count: (
+        config.learning_rate * (1.0 - (count // updates_per_iteration) / config.num_iterations)
+    )
 
 
 def make_train(config: Config) -> trainer.Train:
@@ -287,12 +269,8 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
     check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
     check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"(num_envs * num_steps = {config.batch_size} env steps)."
-        )
-    env, env_params = make_env(config.env, action="continuous", algorithm="ppo_continuous.py")
+    check_budget(config, config.batch_size)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="ppo_continuous.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     space = env.action_space(env_params)
     action_dim = int(space.shape[0])  # every gymnax Box action space is one-dimensional
@@ -300,17 +278,11 @@ def make_train(config: Config) -> trainer.Train:
     high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-
-    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
-        updates_per_iteration = config.update_epochs * config.num_minibatches
-        return config.learning_rate * (
-            1.0 - (count // updates_per_iteration) / config.num_iterations
-        )
-
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
-        optax.adam(schedule if config.anneal_lr else config.learning_rate, eps=1e-5),  # PPO detail
+        optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
     )
+    split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)
 
     def norm(obs: Float[Array, "*batch obs_dim"], stats: RunningStats) -> Float[Array, "..."]:
         return normalize(obs, stats) if config.norm_obs else obs
@@ -319,10 +291,8 @@ def make_train(config: Config) -> trainer.Train:
         model_key, env_key, key = jax.random.split(key, 3)
         model = ActorCritic(obs_dim, action_dim, config.hidden_size, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
-        count = jnp.float32(1e-4)
-        obs_stats = RunningStats(jnp.zeros(obs_dim), jnp.ones(obs_dim), count)
-        return_stats = RunningStats(jnp.float32(0.0), jnp.float32(1.0), count)
-        returns = jnp.zeros(config.num_envs)
+        obs_stats, return_stats = RunningStats.create((obs_dim,)), RunningStats.create(())
+        returns = jnp.zeros(config.num_envs)  # running discounted return, for the reward scale
         return TrainState(
             model, optimizer.init(model), env_state, obs, obs_stats, return_stats, returns, key
         )
@@ -365,23 +335,6 @@ def make_train(config: Config) -> trainer.Train:
         stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
         return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
-    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
-        model, opt_state = carry
-        grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, model)
-        return (optax.apply_updates(model, updates), opt_state), stats
-
-    def update_epoch(carry: tuple, _: None) -> tuple[tuple, dict]:
-        model, opt_state, batch, key = carry
-        key, perm_key = jax.random.split(key)
-        # One sort of random bits: jax.random.permutation sorts several times, and a sort of
-        # 16,384 entries took 6.0 ms against 2.8 ms on XLA:CPU (benchmarks/README.md).
-        order = jnp.argsort(jax.random.bits(perm_key, (config.batch_size,)))
-        shape = (config.num_minibatches, config.minibatch_size)
-        minibatches = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
-        (model, opt_state), stats = jax.lax.scan(update_minibatch, (model, opt_state), minibatches)
-        return (model, opt_state, batch, key), stats
-
     def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
         key, update_key = jax.random.split(state.key)
         carry = (
@@ -407,10 +360,10 @@ def make_train(config: Config) -> trainer.Train:
             values=values, advantages=advantages, returns=targets,
         )  # fmt: skip
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
-        carry = (state.model, state.opt_state, batch, update_key)
-        (model, opt_state, _, _), stats = jax.lax.scan(
-            update_epoch, carry, None, config.update_epochs
-        )
+        model, opt_state, stats = update_epochs(
+            state.model, state.opt_state, batch, update_key, loss_fn=loss_fn,
+            optimizer=optimizer, num_epochs=config.update_epochs, split=split,
+        )  # fmt: skip
         obs_stats = state.obs_stats
         if config.norm_obs:
             obs_stats = update_stats(obs_stats, traj.obs.reshape(-1, obs_dim))
@@ -430,24 +383,14 @@ def make_train(config: Config) -> trainer.Train:
         """The mean action, on observations normalised with the frozen training statistics."""
         return jnp.clip(jax.vmap(state.model.actor)(norm(obs, state.obs_stats)), low, high)
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        policy = functools.partial(act, state)
-        return run_episodes(env, env_params, policy, key, config.num_eval_envs)
-
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
-        env_steps_per_iteration=config.batch_size,
-        act=act,
-    )
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size, num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
 
 
-# Where the Pendulum defaults cannot serve: `--preset NAME` sets these, other flags override.
-PRESETS = {
-    # The goal bonus is ~100 steps away: gamma 0.9 never sees it and the return stays at 0.
+PRESETS = {  # where the Pendulum defaults cannot serve; `--preset NAME`, other flags override
     "MountainCarContinuous-v0": dict(
         env="MountainCarContinuous-v0", gamma=0.99, learning_rate=1e-3
     ),

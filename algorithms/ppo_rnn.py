@@ -16,20 +16,24 @@ so replaying it with unchanged parameters reproduces every step, across episode 
 """
 
 import dataclasses
+import functools
 
 import distrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from algorithms import trainer
-from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.config import check_budget, check_divides, check_positive, pytree_config
 from common.envs import make_env
-from common.evaluation import run_recurrent_episodes
 from common.initializers import orthogonal
+from common.minibatch import update_epochs
+from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "discrete"
 
 
 @pytree_config
@@ -51,29 +55,29 @@ class Config:
     """Parallel environments per seed."""
     num_steps: int = 128
     """Steps per environment per rollout (the length of every replayed sequence)."""
-    learning_rate: float = 1e-3
+    learning_rate: NonNegative = 1e-3
     """Adam learning rate (PureJaxRL: 2.5e-4; 1e-3 learns the partially observed task)."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to zero over the run."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: PositiveOrInf = 0.5
     """Global gradient-norm clipping threshold."""
     update_epochs: int = 4
     """Passes over each rollout."""
     num_minibatches: int = 4
     """Minibatches per epoch; each holds num_envs / num_minibatches whole env sequences."""
-    gamma: float = 0.99
+    gamma: UnitInterval = 0.99
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: UnitInterval = 0.95
     """GAE lambda."""
-    clip_coef: float = 0.2
+    clip_coef: Positive = 0.2
     """Surrogate clipping coefficient (also clips the value update)."""
     clip_vloss: bool = True
     """Clip the value loss as in the PPO reference implementation."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
-    ent_coef: float = 0.01
+    ent_coef: NonNegative = 0.01
     """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
+    vf_coef: NonNegative = 0.5
     """Value loss coefficient."""
     hidden_size: int = 64
     """Width of the embedding, the GRU state and the actor and critic hidden layers."""
@@ -245,33 +249,44 @@ def value_loss(
 # --- training
 
 
+def sequence_minibatches(key: PRNGKeyArray, batch: PyTree, num_minibatches: int) -> PyTree:
+    """Minibatches of whole environment sequences: envs (axis 1 of `[num_steps, num_envs, ...]`,
+    axis 0 of `hidden`) shuffled and cut into `num_minibatches` groups, time steps never."""
+    order = jnp.argsort(jax.random.bits(key, batch["hidden"].shape[:1]))  # one sort, as ppo.py
+    order = order.reshape(num_minibatches, -1)
+    return {
+        name: x[order] if name == "hidden" else jnp.moveaxis(x[:, order], 1, 0)
+        for name, x in batch.items()
+    }
+
+
+# Copied from algorithms/ppo.py::learning_rate_schedule
+def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
+    """The learning rate, annealed linearly to zero once per iteration with `anneal_lr`."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    updates_per_iteration = config.update_epochs * config.num_minibatches
+    return lambda count: (
+        config.learning_rate * (1.0 - (count // updates_per_iteration) / config.num_iterations)
+    )
+
+
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
     check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
     check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
     check_divides(config, "num_envs", config.num_envs, "num_minibatches")
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"(num_envs * num_steps = {config.batch_size} env steps)."
-        )
-    env, env_params = make_env(config.env, action="discrete", algorithm="ppo_rnn.py")
+    check_budget(config, config.batch_size)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="ppo_rnn.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-    envs_per_minibatch = config.num_envs // config.num_minibatches
-
-    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
-        updates_per_iteration = config.update_epochs * config.num_minibatches
-        return config.learning_rate * (
-            1.0 - (count // updates_per_iteration) / config.num_iterations
-        )
-
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
-        optax.adam(schedule if config.anneal_lr else config.learning_rate, eps=1e-5),  # PPO detail
+        optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
     )
+    split = functools.partial(sequence_minibatches, num_minibatches=config.num_minibatches)
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -316,25 +331,6 @@ def make_train(config: Config) -> trainer.Train:
         stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
         return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
-    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
-        model, opt_state = carry
-        grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, model)
-        return (optax.apply_updates(model, updates), opt_state), stats
-
-    def update_epoch(carry: tuple, _: None) -> tuple[tuple, dict]:
-        model, opt_state, batch, key = carry
-        key, perm_key = jax.random.split(key)
-        # Minibatches are whole environment sequences: shuffle envs (axis 1), never time steps.
-        order = jax.random.permutation(perm_key, config.num_envs)
-        order = order.reshape(config.num_minibatches, envs_per_minibatch)
-        minibatches = {
-            name: x[order] if name == "hidden" else jnp.moveaxis(x[:, order], 1, 0)
-            for name, x in batch.items()
-        }
-        (model, opt_state), stats = jax.lax.scan(update_minibatch, (model, opt_state), minibatches)
-        return (model, opt_state, batch, key), stats
-
     def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
         key, update_key = jax.random.split(state.key)
         carry = (state.model, state.env_state, state.obs, state.first, state.hidden, key)
@@ -353,10 +349,10 @@ def make_train(config: Config) -> trainer.Train:
             obs=traj.obs, first=traj.first, action=traj.action, log_prob=traj.log_prob,
             values=traj.value, advantages=advantages, returns=returns, hidden=state.hidden,
         )  # fmt: skip
-        carry = (state.model, state.opt_state, batch, update_key)
-        (model, opt_state, _, _), stats = jax.lax.scan(
-            update_epoch, carry, None, config.update_epochs
-        )
+        model, opt_state, stats = update_epochs(
+            state.model, state.opt_state, batch, update_key, loss_fn=loss_fn,
+            optimizer=optimizer, num_epochs=config.update_epochs, split=split,
+        )  # fmt: skip
         residual = jnp.var(returns - traj.value)
         metrics = {
             **episode_metrics(env_state),
@@ -369,23 +365,19 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         return state, metrics
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def greedy(obs: Float[Array, "n obs_dim"], hidden: Array) -> tuple[Array, Array]:
-            first = jnp.zeros(obs.shape[0], bool)  # one episode per env, from a zero state
-            hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
-            return jnp.argmax(logits, axis=-1), hidden
-
-        hidden = jnp.zeros((config.num_eval_envs, config.hidden_size))
-        return run_recurrent_episodes(env, env_params, greedy, hidden, key, config.num_eval_envs)
+    def act(state: TrainState, obs: Float[Array, "n obs_dim"], hidden: Array) -> tuple:
+        """Greedy actions and the next GRU state; each evaluation env plays one episode from a
+        zero state (`initial_carry`), so no reset inside."""
+        first = jnp.zeros(obs.shape[0], bool)
+        hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
+        return jnp.argmax(logits, axis=-1), hidden
 
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
-        env_steps_per_iteration=config.batch_size,
-    )
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size, num_eval_envs=config.num_eval_envs,
+        initial_carry=lambda n: jnp.zeros((n, config.hidden_size)),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

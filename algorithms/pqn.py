@@ -12,6 +12,7 @@ lambda recursion is cut at every episode end (purejaxql and rejax shipped off-by
 """
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -20,10 +21,13 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from algorithms import trainer
-from common.config import ConfigError, check_divides, check_positive, pytree_config
+from common.config import check_budget, check_divides, check_positive, pytree_config
 from common.envs import make_env
-from common.evaluation import run_episodes
+from common.minibatch import shuffled_minibatches, update_epochs
+from common.ranges import NonNegative, Positive, PositiveFraction, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "discrete"
 
 
 @pytree_config
@@ -45,27 +49,27 @@ class Config:
     """Parallel environments per seed."""
     num_steps: int = 64
     """Steps per environment per rollout."""
-    learning_rate: float = 1e-4
+    learning_rate: NonNegative = 1e-4
     """RAdam learning rate."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to zero over the run."""
-    max_grad_norm: float = 10.0
+    max_grad_norm: PositiveOrInf = 10.0
     """Global gradient-norm clipping threshold."""
     update_epochs: int = 4
     """Passes over each rollout."""
     num_minibatches: int = 16
     """Minibatches per epoch."""
-    gamma: float = 0.99
+    gamma: UnitInterval = 0.99
     """Discount factor."""
-    q_lambda: float = 0.95
+    q_lambda: UnitInterval = 0.95
     """Lambda of the Q(lambda) returns (0: one-step Q-learning targets)."""
-    start_e: float = 1.0
+    start_e: UnitInterval = 1.0
     """Exploration epsilon at the start."""
-    end_e: float = 0.2
+    end_e: UnitInterval = 0.2
     """Exploration epsilon at the end of the schedule."""
-    exploration_fraction: float = 0.2
+    exploration_fraction: PositiveFraction = 0.2
     """Fraction of total_timesteps over which epsilon decays linearly."""
-    reward_scale: float = 0.1
+    reward_scale: Positive = 0.1
     """Rewards are multiplied by this before the targets (purejaxql's REW_SCALE)."""
     hidden_size: int = 256
     """Width of the hidden layers."""
@@ -75,10 +79,6 @@ class Config:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
 
     @property
     def num_iterations(self) -> int:
@@ -174,6 +174,42 @@ def td_loss(
     return 0.5 * jnp.mean((q_taken - target) ** 2)
 
 
+# Copied from algorithms/dqn.py::linear_epsilon
+def linear_epsilon(config: Config, env_steps: Int[Array, ""]) -> Float[Array, ""]:
+    """Exploration rate decaying linearly from start_e to end_e over a fraction of the run."""
+    slope = (config.end_e - config.start_e) / (config.exploration_fraction * config.total_timesteps)
+    return jnp.maximum(config.start_e + slope * env_steps, config.end_e)
+
+
+# Copied from algorithms/dqn.py::epsilon_greedy
+def epsilon_greedy(
+    key: PRNGKeyArray, q_values: Float[Array, "num_envs num_actions"], epsilon: Float[Array, ""]
+) -> Int[Array, " num_envs"]:
+    """The greedy action, or with probability epsilon a uniformly random one, per env."""
+    explore_key, action_key = jax.random.split(key)
+    num_envs, num_actions = q_values.shape
+    random = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+    explore = jax.random.uniform(explore_key, (num_envs,)) < epsilon
+    return jnp.where(explore, random, jnp.argmax(q_values, axis=-1))
+
+
+# Copied from algorithms/dqn.py::act
+def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Int[Array, " n"]:
+    """Greedy actions: the highest Q-value."""
+    return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+
+
+# Copied from algorithms/ppo.py::learning_rate_schedule
+def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
+    """The learning rate, annealed linearly to zero once per iteration with `anneal_lr`."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    updates_per_iteration = config.update_epochs * config.num_minibatches
+    return lambda count: (
+        config.learning_rate * (1.0 - (count // updates_per_iteration) / config.num_iterations)
+    )
+
+
 # --- training
 
 
@@ -183,32 +219,18 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
     check_positive(config, "num_layers")
     check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"(num_envs * num_steps = {config.batch_size} env steps)."
-        )
-    env, env_params = make_env(config.env, action="discrete", algorithm="pqn.py")
+    check_budget(config, config.batch_size)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="pqn.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def schedule(count: Int[Array, ""]) -> Float[Array, ""]:
-        updates_per_iteration = config.update_epochs * config.num_minibatches
-        return config.learning_rate * (
-            1.0 - (count // updates_per_iteration) / config.num_iterations
-        )
-
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
-        optax.radam(schedule if config.anneal_lr else config.learning_rate),  # purejaxql
+        optax.radam(learning_rate_schedule(config)),  # purejaxql
     )
-
-    def epsilon(env_steps: Int[Array, ""]) -> Float[Array, ""]:
-        duration = config.exploration_fraction * config.total_timesteps
-        slope = (config.end_e - config.start_e) / duration
-        return jnp.maximum(config.start_e + slope * env_steps, config.end_e)
+    split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -219,11 +241,9 @@ def make_train(config: Config) -> trainer.Train:
 
     def rollout_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, Transition]:
         q_network, env_state, obs, env_steps = carry
-        explore_key, action_key, env_key = jax.random.split(key, 3)
-        greedy = jnp.argmax(jax.vmap(q_network)(obs), axis=-1)
-        random = jax.random.randint(action_key, (config.num_envs,), 0, num_actions)
-        explore = jax.random.uniform(explore_key, (config.num_envs,)) < epsilon(env_steps)
-        action = jnp.where(explore, random, greedy)
+        action_key, env_key = jax.random.split(key)
+        epsilon = linear_epsilon(config, env_steps)
+        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon)
         env_keys = jax.random.split(env_key, config.num_envs)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
@@ -233,27 +253,11 @@ def make_train(config: Config) -> trainer.Train:
         )
         return (q_network, env_state, next_obs, env_steps + config.num_envs), transition
 
-    def loss_fn(q_network: QNetwork, batch: dict[str, Array]) -> tuple[Array, Array]:
+    def loss_fn(q_network: QNetwork, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
         q_values = jax.vmap(q_network)(batch["obs"])
         q_taken = jnp.take_along_axis(q_values, batch["action"][:, None], axis=-1)[:, 0]
-        return td_loss(q_taken, batch["target"]), q_taken.mean()
-
-    def update_minibatch(carry: tuple, minibatch: dict[str, Array]) -> tuple[tuple, dict]:
-        q_network, opt_state = carry
-        (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(q_network, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, q_network)
-        q_network = optax.apply_updates(q_network, updates)
-        return (q_network, opt_state), dict(td_loss=loss, q_values=q_mean)
-
-    def update_epoch(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, dict]:
-        q_network, opt_state, batch = carry
-        order = jax.random.permutation(key, config.batch_size)
-        shape = (config.num_minibatches, config.minibatch_size)
-        minibatches = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
-        (q_network, opt_state), stats = jax.lax.scan(
-            update_minibatch, (q_network, opt_state), minibatches
-        )
-        return (q_network, opt_state, batch), stats
+        loss = td_loss(q_taken, batch["target"])
+        return loss, dict(td_loss=loss, q_values=q_taken.mean())
 
     def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
         key, rollout_key, update_key = jax.random.split(state.key, 3)
@@ -268,14 +272,14 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         batch = dict(obs=traj.obs, action=traj.action, target=targets)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
-        epoch_keys = jax.random.split(update_key, config.update_epochs)
-        (q_network, opt_state, _), stats = jax.lax.scan(
-            update_epoch, (state.q_network, state.opt_state, batch), epoch_keys
-        )
+        q_network, opt_state, stats = update_epochs(
+            state.q_network, state.opt_state, batch, update_key, loss_fn=loss_fn,
+            optimizer=optimizer, num_epochs=config.update_epochs, split=split,
+        )  # fmt: skip
         metrics = {
             **episode_metrics(env_state),
             **jax.tree.map(jnp.mean, stats),
-            "epsilon": epsilon(env_steps),
+            "epsilon": linear_epsilon(config, env_steps),
             "env_steps": env_steps.astype(jnp.float32),
         }
         state = dataclasses.replace(
@@ -284,20 +288,11 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         return state, metrics
 
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def greedy(obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
-            return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
-
-        return run_episodes(env, env_params, greedy, key, config.num_eval_envs)
-
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
-        env_steps_per_iteration=config.batch_size,
-    )
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size, num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ stay short.
 """
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -23,10 +26,12 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from algorithms import trainer
 from common.buffer import ReplayBuffer
-from common.config import ConfigError, check_positive, pytree_config
+from common.config import check_budget, check_positive, check_replay, pytree_config
 from common.envs import make_env
-from common.evaluation import run_episodes
+from common.ranges import NonNegative, Positive, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "continuous"
 
 
 @pytree_config
@@ -54,17 +59,17 @@ class Config:
     """Env steps of uniform random actions before the first update."""
     train_frequency: int = 1
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
-    policy_lr: float = 3e-4
+    policy_lr: NonNegative = 3e-4
     """Adam learning rate of the actor."""
-    q_lr: float = 1e-3
+    q_lr: NonNegative = 1e-3
     """Adam learning rate of the critics and of the entropy temperature."""
-    gamma: float = 0.99
+    gamma: UnitInterval = 0.99
     """Discount factor."""
-    tau: float = 0.005
+    tau: PositiveFraction = 0.005
     """Polyak rate of the target critics, applied after every update."""
     autotune: bool = True
     """Tune the entropy temperature towards a target entropy of -action_dim."""
-    alpha: float = 0.2
+    alpha: Positive = 0.2
     """Entropy temperature when not autotuned (and its initial value when autotuned)."""
     hidden_size: int = 64
     """Width of the two ReLU hidden layers (CleanRL: 256; 64 is ~8x faster on CPU)."""
@@ -217,28 +222,68 @@ def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""])
     return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
 
 
+def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[Array, Array]:
+    """Squared TD error of both critics, summed over the two (CleanRL), and the mean Q."""
+    q = jax.vmap(critic)(batch.obs, batch.action)
+    return jnp.sum(jnp.mean((q - target[:, None]) ** 2, axis=0)), q.mean()
+
+
 # --- training
+
+
+def off_policy_step(
+    state: TrainState,
+    *,
+    config: Config,
+    env: Any,
+    env_params: Any,
+    explore: Callable[[Any, Array, Array, PRNGKeyArray], Array],
+    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray], tuple[Agent, dict[str, Array]]],
+) -> tuple[TrainState, dict[str, Array]]:
+    """One iteration: `vector_steps_per_iteration` steps of every env into the replay buffer,
+    with `explore(actor, obs, env_steps, key)`'s actions, then `updates_per_iteration` updates
+    once `learning_starts` env steps are in (before that, none: NaN metrics)."""
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
+        env_state, obs, buffer, env_steps = carry
+        action_key, env_key = jax.random.split(key)
+        action = explore(state.agent.actor, obs, env_steps, action_key)
+        next_obs, env_state, reward, terminated, _, info = env_step(
+            jax.random.split(env_key, config.num_envs), env_state, action, env_params
+        )
+        # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
+        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
+        return (env_state, next_obs, buffer, env_steps + config.num_envs), None
+
+    def learn(agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray) -> tuple[Agent, dict]:
+        keys = jax.random.split(key, config.updates_per_iteration)
+        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
+        return agent, jax.tree.map(jnp.nanmean, stats)
+
+    key, collect_key, update_key = jax.random.split(state.key, 3)
+    carry = (state.env_state, state.obs, state.buffer, state.env_steps)
+    collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
+    (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
+    # Under vmap both branches run (warm-up is a few percent of a run); the buffer is only
+    # read inside, so the select does not copy it.
+    warm = env_steps >= config.learning_starts
+    agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
+    metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
+    state = dataclasses.replace(
+        state, agent=agent, buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps,
+        key=key,
+    )  # fmt: skip
+    return state, metrics
 
 
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
     check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
     check_positive(config, "buffer_size", "batch_size", "train_frequency", "hidden_size")
-    if config.num_envs % config.train_frequency and config.train_frequency % config.num_envs:
-        raise ConfigError(
-            f"train_frequency = {config.train_frequency} must divide num_envs = "
-            f"{config.num_envs} or be a multiple of it."
-        )
-    if config.buffer_size < config.num_envs:
-        raise ConfigError(
-            f"buffer_size = {config.buffer_size} is smaller than num_envs = {config.num_envs}."
-        )
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"({config.env_steps_per_iteration} env steps)."
-        )
-    env, env_params = make_env(config.env, action="continuous", algorithm="sac.py")
+    check_replay(config)
+    check_budget(config, config.env_steps_per_iteration)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="sac.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     space = env.action_space(env_params)
     action_dim = int(space.shape[0])
@@ -247,7 +292,6 @@ def make_train(config: Config) -> trainer.Train:
     scale, offset = (high - low) / 2.0, (high + low) / 2.0
     target_entropy = -float(action_dim)  # SAC heuristic
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     actor_optimizer = optax.adam(config.policy_lr)
     critic_optimizer = optax.adam(config.q_lr)
     alpha_optimizer = optax.adam(config.q_lr)
@@ -276,24 +320,13 @@ def make_train(config: Config) -> trainer.Train:
         buffer = ReplayBuffer.create(example, config.buffer_size)
         return TrainState(agent, buffer, env_state, obs, jnp.array(0), key)
 
-    def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
-        actor, env_state, obs, buffer, env_steps = carry
-        policy_key, random_key, env_key = jax.random.split(key, 3)
+    def explore(actor: Actor, obs: Array, env_steps: Array, key: PRNGKeyArray) -> Array:
+        """Policy samples; uniform random actions until `learning_starts` env steps."""
+        policy_key, random_key = jax.random.split(key)
         policy_action, _ = sample_actions(actor, obs, policy_key)
         shape = (config.num_envs, action_dim)
         random_action = jax.random.uniform(random_key, shape, minval=low, maxval=high)
-        action = jnp.where(env_steps < config.learning_starts, random_action, policy_action)
-        env_keys = jax.random.split(env_key, config.num_envs)
-        next_obs, env_state, reward, terminated, _, info = env_step(
-            env_keys, env_state, action, env_params
-        )
-        # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
-        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
-        return (actor, env_state, next_obs, buffer, env_steps + config.num_envs), None
-
-    def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[Array, Array]:
-        q = jax.vmap(critic)(batch.obs, batch.action)
-        return jnp.sum(jnp.mean((q - target[:, None]) ** 2, axis=0)), q.mean()  # CleanRL: sum
+        return jnp.where(env_steps < config.learning_starts, random_action, policy_action)
 
     def actor_loss(
         actor: Actor, critic: TwinCritic, obs: Array, alpha: Array, key: PRNGKeyArray
@@ -344,48 +377,21 @@ def make_train(config: Config) -> trainer.Train:
         )  # fmt: skip
         return agent, stats
 
-    def learn(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
-    ) -> tuple[Agent, dict[str, Array]]:
-        keys = jax.random.split(key, config.updates_per_iteration)
-        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
-        return agent, jax.tree.map(jnp.mean, stats)
+    def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
+        """The deterministic action: the squashed mean."""
+        mean, _ = jax.vmap(state.agent.actor)(obs)
+        return offset + scale * jnp.tanh(mean)
 
-    def warm_up(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
-    ) -> tuple[Agent, dict[str, Array]]:
-        _, shapes = jax.eval_shape(learn, agent, buffer, key)
-        return agent, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
-        key, collect_key, update_key = jax.random.split(state.key, 3)
-        carry = (state.agent.actor, state.env_state, state.obs, state.buffer, state.env_steps)
-        collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
-        (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-        # Under vmap this cond runs both branches (warm-up is a few percent of a run); the
-        # buffer is only read inside, so the select does not copy it.
-        agent, stats = jax.lax.cond(
-            env_steps >= config.learning_starts, learn, warm_up, state.agent, buffer, update_key
-        )
-        metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
-        state = TrainState(agent, buffer, env_state, obs, env_steps, key)
-        return state, metrics
-
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def deterministic(obs: Float[Array, "num_envs obs_dim"]) -> Array:
-            mean, _ = jax.vmap(state.agent.actor)(obs)
-            return offset + scale * jnp.tanh(mean)
-
-        return run_episodes(env, env_params, deterministic, key, config.num_eval_envs)
-
+    step = functools.partial(
+        off_policy_step, config=config, env=env, env_params=env_params, explore=explore,
+        update=update,
+    )  # fmt: skip
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
         env_steps_per_iteration=config.env_steps_per_iteration,
-    )
+        num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

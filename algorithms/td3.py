@@ -11,6 +11,9 @@ enough for Pendulum, so CPU runs stay short.
 """
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -20,10 +23,12 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from algorithms import trainer
 from common.buffer import ReplayBuffer
-from common.config import ConfigError, check_positive, pytree_config
+from common.config import check_budget, check_positive, check_replay, pytree_config
 from common.envs import make_env
-from common.evaluation import run_episodes
+from common.ranges import NonNegative, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
+
+ACTION_SPACE = "continuous"
 
 
 @pytree_config
@@ -51,19 +56,19 @@ class Config:
     """Env steps of uniform random actions before the first update."""
     train_frequency: int = 1
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
-    learning_rate: float = 3e-4
+    learning_rate: NonNegative = 3e-4
     """Adam learning rate of actor and critics."""
-    gamma: float = 0.99
+    gamma: UnitInterval = 0.99
     """Discount factor."""
-    tau: float = 0.005
+    tau: PositiveFraction = 0.005
     """Polyak rate of the target networks, applied at every actor update."""
     policy_frequency: int = 2
     """Critic updates per actor (and target) update: the delay."""
-    exploration_noise: float = 0.1
+    exploration_noise: NonNegative = 0.1
     """Std of the Gaussian exploration noise, in units of the action scale."""
-    policy_noise: float = 0.2
+    policy_noise: NonNegative = 0.2
     """Std of the target policy smoothing noise, in units of the action scale."""
-    noise_clip: float = 0.5
+    noise_clip: NonNegative = 0.5
     """Bound on the target policy smoothing noise, in units of the action scale."""
     hidden_size: int = 64
     """Width of the two ReLU hidden layers (CleanRL: 256; 64 is ~8x faster on CPU)."""
@@ -150,6 +155,7 @@ class Agent(eqx.Module):
     num_updates: Int[Array, ""]
 
 
+# Copied from algorithms/sac.py::TrainState
 class TrainState(eqx.Module):
     """Everything that changes during training."""
 
@@ -192,7 +198,61 @@ def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""])
     return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
 
 
+# Copied from algorithms/sac.py::critic_loss
+def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[Array, Array]:
+    """Squared TD error of both critics, summed over the two (CleanRL), and the mean Q."""
+    q = jax.vmap(critic)(batch.obs, batch.action)
+    return jnp.sum(jnp.mean((q - target[:, None]) ** 2, axis=0)), q.mean()
+
+
 # --- training
+
+
+# Copied from algorithms/sac.py::off_policy_step
+def off_policy_step(
+    state: TrainState,
+    *,
+    config: Config,
+    env: Any,
+    env_params: Any,
+    explore: Callable[[Any, Array, Array, PRNGKeyArray], Array],
+    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray], tuple[Agent, dict[str, Array]]],
+) -> tuple[TrainState, dict[str, Array]]:
+    """One iteration: `vector_steps_per_iteration` steps of every env into the replay buffer,
+    with `explore(actor, obs, env_steps, key)`'s actions, then `updates_per_iteration` updates
+    once `learning_starts` env steps are in (before that, none: NaN metrics)."""
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
+        env_state, obs, buffer, env_steps = carry
+        action_key, env_key = jax.random.split(key)
+        action = explore(state.agent.actor, obs, env_steps, action_key)
+        next_obs, env_state, reward, terminated, _, info = env_step(
+            jax.random.split(env_key, config.num_envs), env_state, action, env_params
+        )
+        # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
+        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
+        return (env_state, next_obs, buffer, env_steps + config.num_envs), None
+
+    def learn(agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray) -> tuple[Agent, dict]:
+        keys = jax.random.split(key, config.updates_per_iteration)
+        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
+        return agent, jax.tree.map(jnp.nanmean, stats)
+
+    key, collect_key, update_key = jax.random.split(state.key, 3)
+    carry = (state.env_state, state.obs, state.buffer, state.env_steps)
+    collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
+    (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
+    # Under vmap both branches run (warm-up is a few percent of a run); the buffer is only
+    # read inside, so the select does not copy it.
+    warm = env_steps >= config.learning_starts
+    agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
+    metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
+    state = dataclasses.replace(
+        state, agent=agent, buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps,
+        key=key,
+    )  # fmt: skip
+    return state, metrics
 
 
 def make_train(config: Config) -> trainer.Train:
@@ -200,21 +260,9 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
     check_positive(config, "buffer_size", "batch_size", "train_frequency", "hidden_size")
     check_positive(config, "policy_frequency")
-    if config.num_envs % config.train_frequency and config.train_frequency % config.num_envs:
-        raise ConfigError(
-            f"train_frequency = {config.train_frequency} must divide num_envs = "
-            f"{config.num_envs} or be a multiple of it."
-        )
-    if config.buffer_size < config.num_envs:
-        raise ConfigError(
-            f"buffer_size = {config.buffer_size} is smaller than num_envs = {config.num_envs}."
-        )
-    if config.num_iterations < 1:
-        raise ConfigError(
-            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
-            f"({config.env_steps_per_iteration} env steps)."
-        )
-    env, env_params = make_env(config.env, action="continuous", algorithm="td3.py")
+    check_replay(config)
+    check_budget(config, config.env_steps_per_iteration)
+    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="td3.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
     space = env.action_space(env_params)
     action_dim = int(space.shape[0])
@@ -222,11 +270,10 @@ def make_train(config: Config) -> trainer.Train:
     high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
     scale, offset = (high - low) / 2.0, (high + low) / 2.0
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     actor_optimizer = optax.adam(config.learning_rate)
     critic_optimizer = optax.adam(config.learning_rate)
 
-    def act(actor: MLP, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
+    def policy(actor: MLP, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
         return offset + scale * jnp.tanh(jax.vmap(actor)(obs))
 
     def init(key: PRNGKeyArray) -> TrainState:
@@ -245,28 +292,17 @@ def make_train(config: Config) -> trainer.Train:
         buffer = ReplayBuffer.create(example, config.buffer_size)
         return TrainState(agent, buffer, env_state, obs, jnp.array(0), key)
 
-    def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
-        actor, env_state, obs, buffer, env_steps = carry
-        noise_key, random_key, env_key = jax.random.split(key, 3)
+    def explore(actor: MLP, obs: Array, env_steps: Array, key: PRNGKeyArray) -> Array:
+        """Policy plus Gaussian noise; uniform random actions until `learning_starts`."""
+        noise_key, random_key = jax.random.split(key)
         shape = (config.num_envs, action_dim)
         noise = config.exploration_noise * scale * jax.random.normal(noise_key, shape)
-        policy_action = jnp.clip(act(actor, obs) + noise, low, high)
+        policy_action = jnp.clip(policy(actor, obs) + noise, low, high)
         random_action = jax.random.uniform(random_key, shape, minval=low, maxval=high)
-        action = jnp.where(env_steps < config.learning_starts, random_action, policy_action)
-        env_keys = jax.random.split(env_key, config.num_envs)
-        next_obs, env_state, reward, terminated, _, info = env_step(
-            env_keys, env_state, action, env_params
-        )
-        # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
-        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
-        return (actor, env_state, next_obs, buffer, env_steps + config.num_envs), None
-
-    def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[Array, Array]:
-        q = jax.vmap(critic)(batch.obs, batch.action)
-        return jnp.sum(jnp.mean((q - target[:, None]) ** 2, axis=0)), q.mean()  # CleanRL: sum
+        return jnp.where(env_steps < config.learning_starts, random_action, policy_action)
 
     def actor_loss(actor: MLP, critic: TwinCritic, obs: Array) -> Array:
-        return -jnp.mean(jax.vmap(critic)(obs, act(actor, obs))[:, 0])  # first critic only
+        return -jnp.mean(jax.vmap(critic)(obs, policy(actor, obs))[:, 0])  # first critic only
 
     def update_actor(agent: Agent, obs: Array) -> tuple[Agent, Array]:
         loss, grads = jax.value_and_grad(actor_loss)(agent.actor, agent.critic, obs)
@@ -286,7 +322,7 @@ def make_train(config: Config) -> trainer.Train:
         batch = buffer.sample(sample_key, config.batch_size)
         noise = config.policy_noise * jax.random.normal(noise_key, batch.action.shape)
         next_action = smoothed_target_action(
-            act(agent.target_actor, batch.next_obs), noise, config.noise_clip, scale, low, high
+            policy(agent.target_actor, batch.next_obs), noise, config.noise_clip, scale, low, high
         )
         next_q = jax.vmap(agent.target_critic)(batch.next_obs, next_action)
         target = td3_target(batch.reward, batch.terminated, next_q, config.gamma)
@@ -300,56 +336,24 @@ def make_train(config: Config) -> trainer.Train:
             agent, critic=critic, critic_opt_state=critic_opt_state, num_updates=num_updates
         )
         # Delayed policy and target updates, counted in critic updates.
-        agent, pi_loss = jax.lax.cond(
-            num_updates % config.policy_frequency == 0,
-            update_actor,
-            lambda agent, _: (agent, jnp.array(jnp.nan)),
-            agent,
-            batch.obs,
+        agent, pi_loss = trainer.when(
+            num_updates % config.policy_frequency == 0, update_actor, agent, batch.obs
         )
         return agent, dict(value_loss=q_loss, q_values=q_mean, actor_loss=pi_loss)
 
-    def learn(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
-    ) -> tuple[Agent, dict[str, Array]]:
-        keys = jax.random.split(key, config.updates_per_iteration)
-        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
-        return agent, jax.tree.map(jnp.nanmean, stats)
+    def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
+        return policy(state.agent.actor, obs)
 
-    def warm_up(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
-    ) -> tuple[Agent, dict[str, Array]]:
-        _, shapes = jax.eval_shape(learn, agent, buffer, key)
-        return agent, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
-        key, collect_key, update_key = jax.random.split(state.key, 3)
-        carry = (state.agent.actor, state.env_state, state.obs, state.buffer, state.env_steps)
-        collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
-        (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-        # Under vmap this cond runs both branches (warm-up is a few percent of a run); the
-        # buffer is only read inside, so the select does not copy it.
-        agent, stats = jax.lax.cond(
-            env_steps >= config.learning_starts, learn, warm_up, state.agent, buffer, update_key
-        )
-        metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
-        state = TrainState(agent, buffer, env_state, obs, env_steps, key)
-        return state, metrics
-
-    def evaluate(state: TrainState, key: PRNGKeyArray) -> dict[str, Array]:
-        def deterministic(obs: Float[Array, "num_envs obs_dim"]) -> Array:
-            return act(state.agent.actor, obs)
-
-        return run_episodes(env, env_params, deterministic, key, config.num_eval_envs)
-
+    step = functools.partial(
+        off_policy_step, config=config, env=env, env_params=env_params, explore=explore,
+        update=update,
+    )  # fmt: skip
     return trainer.Train(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        num_iterations=config.num_iterations,
-        eval_every=config.eval_every,
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
         env_steps_per_iteration=config.env_steps_per_iteration,
-    )
+        num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
 
 def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> dict:
     from algorithms import trainer
+    from common.rundir import RunDir
 
     module = importlib.import_module(f"algorithms.{algo}")
     config = module.Config(**{**overrides, "env": env, "num_seeds": num_seeds})
@@ -99,7 +100,7 @@ def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> 
         "reference_budget": budget,
         "compile_s": summary["compile_s"],
         "run_s": summary["run_s"],
-        "curve": os.path.relpath(run_dir / "learning_curve.png", Path(__file__).parent.parent),
+        "curve": os.path.relpath(RunDir(run_dir).curve, Path(__file__).parent.parent),
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
     }
     (out / f"{algo}__{env}.json").write_text(json.dumps(record, indent=1))

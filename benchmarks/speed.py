@@ -3,7 +3,7 @@
 Each measurement is one fresh Python process (the persistent compilation cache off, so every
 compile is cold) running one implementation once to completion:
 - `canter`: what `python algorithms/ppo.py` runs: the host runner, seeds sharded over the CPU
-  devices (one per core, see common/__init__.py), nothing written to disk;
+  devices (one per core, see common/devices.py), nothing written to disk;
 - `canter-pure`: `jax.jit(jax.vmap(train))` of canter's pure `train(key)`, one device;
 - `rejax`: `jax.jit(jax.vmap(algo.train))`, rejax's own way (rejax 0.1.3, PyPI).
 Ratios are taken within a round (the three runs back to back), then the median is reported.

@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from gymnax.environments import spaces
 from jaxtyping import Array, Bool, Float, Int
 
 
@@ -22,11 +22,28 @@ class Wrapper:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
 
+    @property
+    def unwrapped(self) -> Any:
+        """The gymnax environment below every wrapper (what gymnax's visualiser draws)."""
+        return getattr(self._env, "unwrapped", self._env)
+
 
 class FlattenObservation(Wrapper):
-    """Observations (and final observations) as flat float32 vectors, e.g. MinAtar's 10x10xC."""
+    """Observations (and final observations) as flat float32 vectors, e.g. MinAtar's 10x10xC; a
+    discrete observation (FrozenLake's cell index) one-hot, as Gymnasium flattens Discrete."""
 
-    def observation_space(self, params: Any) -> spaces.Box:
+    def __init__(self, env: Any):
+        from gymnax.environments import spaces  # gymnax starts JAX's backend on import
+
+        super().__init__(env)
+        space = env.observation_space(env.default_params)
+        self._one_hot = int(space.n) if isinstance(space, spaces.Discrete) else None
+
+    def observation_space(self, params: Any) -> Any:
+        from gymnax.environments import spaces
+
+        if self._one_hot is not None:
+            return spaces.Box(0.0, 1.0, (self._one_hot,), jnp.float32)
         space = self._env.observation_space(params)
         size = math.prod(space.shape)
         low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape).reshape(size)
@@ -35,16 +52,17 @@ class FlattenObservation(Wrapper):
 
     def reset(self, key: Array, params: Any) -> tuple[Array, Any]:
         obs, state = self._env.reset(key, params)
-        return _flat(obs), state
+        return self._flat(obs), state
 
     def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        info = {**info, "final_observation": _flat(info["final_observation"])}
-        return _flat(obs), state, reward, terminated, truncated, info
+        info = {**info, "final_observation": self._flat(info["final_observation"])}
+        return self._flat(obs), state, reward, terminated, truncated, info
 
-
-def _flat(obs: Array) -> Float[Array, " obs_dim"]:
-    return jnp.asarray(obs, jnp.float32).reshape(-1)
+    def _flat(self, obs: Array) -> Float[Array, " obs_dim"]:
+        if self._one_hot is not None:
+            return jax.nn.one_hot(obs, self._one_hot, dtype=jnp.float32).reshape(-1)
+        return jnp.asarray(obs, jnp.float32).reshape(-1)
 
 
 class EpisodeStatsState(eqx.Module):
@@ -84,7 +102,8 @@ class EpisodeStats(Wrapper):
             returned_length=jnp.where(done, episode_length, state.returned_length),
             has_returned=jnp.logical_or(state.has_returned, done),
         )
-        return obs, state, reward, terminated, truncated, info
+        # Rewards as float32 (some bsuite and misc envs give int32): one dtype for every target.
+        return obs, state, reward.astype(jnp.float32), terminated, truncated, info
 
 
 def episode_metrics(state: EpisodeStatsState) -> dict[str, Float[Array, ""]]:
@@ -112,7 +131,9 @@ class ObservationSubset(Wrapper):
         super().__init__(env)
         self._indices = jnp.array(indices)
 
-    def observation_space(self, params: Any) -> spaces.Box:
+    def observation_space(self, params: Any) -> Any:
+        from gymnax.environments import spaces
+
         space = self._env.observation_space(params)
         low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape)[self._indices]
         high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape)[self._indices]

@@ -12,6 +12,7 @@ import pytest
 
 from algorithms import dqn, trainer
 from common.config import ConfigError
+from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -128,7 +129,7 @@ def vmapped():
     compiled = jax.jit(jax.vmap(train))
     compiled(trainer.seed_keys(7, 3))
     result = compiled(trainer.seed_keys(0, 3))
-    assert counts == {"step": 1, "evaluate": 1}  # traced once, whatever the keys
+    assert counts == {"step": 1, "act": 1}  # traced once, whatever the keys
     return result
 
 
@@ -175,7 +176,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_smoke_run_with_every_flag(repo_root, tmp_path):
+def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(repo_root, tmp_path):
     # The default path runs in the invariant tests; here the paper ablations, end to end.
     args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "20"]
     args += ["--double-q", "--dueling", "--loss", "huber", "--hidden-sizes", "32", "16"]
@@ -187,6 +188,7 @@ def test_cli_smoke_run_with_every_flag(repo_root, tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["double_q"] and config["dueling"] and config["loss"] == "huber"
     assert config["hidden_sizes"] == [32, 16]
+    assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
 
 
 def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
@@ -229,3 +231,36 @@ def test_dqn_cartpole_reaches_reference_return():
     config = dqn.Config(env="CartPole-v1", num_seeds=4)
     result = trainer.run(config, dqn.make_train, algo="dqn", verbose=False)
     assert result.summary["eval_return_mean"] >= 475, result.summary
+
+
+def test_soft_target_updates_count_every_frequency_crossed():
+    # 10 envs, an update and a target update due every env step: one iteration makes 10 of
+    # each, so the target moves by 1 - (1 - tau)^10 towards the online network, not by tau.
+    config = dqn.Config(
+        num_envs=10, train_frequency=1, target_network_frequency=1, tau=0.005,
+        learning_starts=0, batch_size=8, buffer_size=100, hidden_sizes=(8,),
+    )  # fmt: skip
+    train = dqn.make_train(config)
+    before = jax.jit(train.init)(jax.random.key(0))
+    after, _ = jax.jit(train.step)(before)
+    assert int(after.opt_state[0].count) == 10  # ten online updates
+    expected = dqn.polyak_update(after.q_network, before.target_network, 1 - 0.995**10)
+    assert_trees_close(after.target_network, expected, rtol=1e-6, atol=1e-7)
+    one_step = dqn.polyak_update(after.q_network, before.target_network, 0.005)
+    gap = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.abs(a - b).max(), after.target_network,
+                                       one_step))  # fmt: skip
+    assert max(float(g) for g in gap) > 1e-5  # the old single Polyak step is far off
+
+
+def test_a_run_started_from_python_resumes_from_python(tmp_path):
+    # hidden_sizes is a tuple in the Config and a list in JSON: resuming compared them raw.
+    config = dataclasses.replace(TINY, num_seeds=2)
+    first = trainer.run(config, dqn.make_train, algo="dqn", run_dir=tmp_path, verbose=False,
+                        checkpoint_every=1, stop_after=1)  # fmt: skip
+    assert first.summary["intervals"] == 1
+    resumed = trainer.run(config, dqn.make_train, algo="dqn", run_dir=tmp_path, resume=True,
+                          verbose=False)  # fmt: skip
+    assert resumed.summary["complete"]
+    _, whole = jax.jit(jax.vmap(dqn.make_train(config)))(trainer.seed_keys(0, 2))
+    for name, value in whole["eval"].items():
+        np.testing.assert_allclose(resumed.metrics["eval"][name], value, rtol=1e-4, atol=1e-4)

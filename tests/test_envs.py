@@ -1,12 +1,17 @@
 """make_env validation, flattening and the fixed-shape episode statistics."""
 
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algorithms import ppo, ppo_continuous
+from common.batch import make_batch
 from common.config import ConfigError
-from common.envs import env_names, make_env
+from common.envs import action_kind, algorithms_for, env_names, make_env
 from common.wrappers import episode_metrics
 
 
@@ -52,3 +57,57 @@ def test_episode_statistics_and_validity_flag():
             assert float(metrics["episodic_length"]) == 3.0
         assert bool(truncated.all()) == (t % 3 == 0)
     assert state.episode_length.tolist() == [1, 1]
+
+
+def test_mnist_bandit_is_refused_clearly_and_not_listed():
+    assert "MNISTBandit-bsuite" not in env_names()
+    with pytest.raises(ConfigError, match="MNISTBandit-bsuite is not available: it downloads"):
+        make_env("MNISTBandit-bsuite")
+
+
+def test_which_file_handles_which_action_space_is_derived():
+    discrete, continuous = algorithms_for("discrete"), algorithms_for("continuous")
+    assert set(discrete) == {f"algorithms/{n}.py" for n in ("ppo", "ppo_rnn", "dqn", "pqn")}
+    assert set(continuous) == {f"algorithms/{n}.py" for n in ("ppo_continuous", "sac", "td3")}
+    with pytest.raises(ConfigError, match="algorithms/ppo_rnn.py"):
+        make_env("CartPole-v1", action="continuous", algorithm="sac.py")
+
+
+@pytest.mark.parametrize("name", [n for n in env_names() if not n.startswith("Probe")])
+def test_every_listed_env_traces_under_the_runner(name):
+    # What the runner traces: start and one interval, vmapped over seeds, with float fields as
+    # tracers (FourRooms-misc and MetaMaze-misc once died here building their env under trace).
+    env, params = make_env(name)
+    kind = action_kind(env, params)
+    module = ppo if kind == "discrete" else ppo_continuous
+    config = module.Config(env=name, num_envs=2, num_steps=4, num_minibatches=2, num_seeds=2,
+                           total_timesteps=8, eval_every=1, num_eval_envs=1)  # fmt: skip
+    configs, keys = make_batch(config).inputs()
+    state, eval_keys = jax.eval_shape(jax.vmap(lambda c, k: module.make_train(c).start(k)),
+                                      configs, keys)  # fmt: skip
+    interval = jax.vmap(lambda c, s, k: module.make_train(c).interval(s, k, jnp.int32(0)))
+    _, metrics = jax.eval_shape(interval, configs, state, eval_keys)
+    assert metrics["eval"]["episodic_return"].shape == (2,)
+
+
+def test_an_env_whose_constructor_branches_on_arrays_trains(repo_root, tmp_path):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--env", "FourRooms-misc",
+               "--total-timesteps", "1024", "--eval-every", "1", "--num-eval-envs", "1",
+               "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done: return" in done.stdout
+
+
+def test_importing_canter_leaves_jax_untouched():
+    # No side effects on import: the CPU device split happens when a run starts.
+    code = (
+        "import jax, common, common.buffer, common.envs, common.wrappers\n"
+        "from algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer\n"
+        "from jax._src import xla_bridge\n"
+        "assert not xla_bridge.backends_are_initialized(), 'a backend was started on import'\n"
+        "assert jax.config.jax_num_cpu_devices == -1, jax.config.jax_num_cpu_devices\n"
+        "print('untouched')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "untouched" in done.stdout, done.stderr[-2000:]

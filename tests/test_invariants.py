@@ -15,18 +15,18 @@ TINY = ppo.Config(
 
 
 def counting(train: trainer.Train) -> tuple[trainer.Train, dict[str, int]]:
-    """The same run, counting how often `step` and `evaluate` are traced."""
-    counts = {"step": 0, "evaluate": 0}
+    """The same run, counting how often `step` and `act` (evaluation) are traced."""
+    counts = {"step": 0, "act": 0}
 
     def step(state):
         counts["step"] += 1
         return train.step(state)
 
-    def evaluate(state, key):
-        counts["evaluate"] += 1
-        return train.evaluate(state, key)
+    def act(*args):
+        counts["act"] += 1
+        return train.act(*args)
 
-    return dataclasses.replace(train, step=step, evaluate=evaluate), counts
+    return dataclasses.replace(train, step=step, act=act), counts
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +82,9 @@ def test_train_traces_once():
     train, counts = counting(ppo.make_train(TINY))
     compiled = jax.jit(jax.vmap(train))
     compiled(trainer.seed_keys(0, 2))
-    assert counts == {"step": 1, "evaluate": 1}
+    assert counts == {"step": 1, "act": 1}
     compiled(trainer.seed_keys(5, 2))
-    assert counts == {"step": 1, "evaluate": 1}
+    assert counts == {"step": 1, "act": 1}
 
 
 def test_host_runner_equals_pure_train(vmapped):
@@ -103,7 +103,7 @@ def test_host_runner_equals_pure_train(vmapped):
         for name, value in metrics[group].items():
             np.testing.assert_allclose(result.metrics[group][name], value, rtol=1e-5, atol=1e-5)
     # One interval program for all intervals: step traced once, not once per interval.
-    assert traced["counts"] == {"step": 1, "evaluate": 1}
+    assert traced["counts"] == {"step": 1, "act": 1}
     assert result.summary["env_steps"] == TINY.total_timesteps
 
 

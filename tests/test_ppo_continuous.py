@@ -16,6 +16,7 @@ from algorithms import ppo_continuous as pc
 from algorithms import trainer
 from common.config import ConfigError
 from common.envs import make_env
+from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
@@ -143,7 +144,7 @@ def test_vmapped_seed_equals_single_run_and_seeds_differ(vmapped):
 def test_train_traces_once(traced):
     compiled, _, counts = traced
     compiled(trainer.seed_keys(5, 3))
-    assert counts == {"step": 1, "evaluate": 1}
+    assert counts == {"step": 1, "act": 1}
 
 
 def test_unchanged_parameters_give_ratio_one():
@@ -173,7 +174,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_smoke_run(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "8192", "--eval-every", "1", "--num-eval-envs", "2"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
@@ -181,6 +182,7 @@ def test_cli_smoke_run(repo_root, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algo"] == "ppo_continuous" and summary["env"] == "Pendulum-v1"
     assert len(summary["eval_return"]) == 2 and summary["env_steps"] == 8192
+    assert_evaluates_and_renders(run_dir, tmp_path / "episode.gif", 2)
 
 
 @pytest.mark.parametrize(

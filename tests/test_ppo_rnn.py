@@ -14,7 +14,8 @@ import pytest
 from algorithms import ppo, trainer
 from algorithms import ppo_rnn as pr
 from common.envs import make_env
-from common.evaluation import run_episodes, run_recurrent_episodes
+from common.evaluation import run_episodes
+from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
@@ -154,19 +155,19 @@ def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
 def test_train_traces_once(traced):
     compiled, _, counts = traced
     compiled(trainer.seed_keys(5, 3))
-    assert counts == {"step": 1, "evaluate": 1}
+    assert counts == {"step": 1, "act": 1}
 
 
-def test_recurrent_evaluation_with_a_trivial_carry_equals_run_episodes():
+def test_evaluation_with_a_carry_equals_evaluation_without():
     env, params = make_env("CartPole-v1")
 
     def policy(obs):
         return (obs[:, 2] > 0).astype(jnp.int32)  # push towards the pole's lean
 
     key = jax.random.key(3)
-    plain = run_episodes(env, params, policy, key, 4)
+    plain = run_episodes(env, params, lambda o, c: (policy(o), c), None, key, 4)
     carry = jnp.zeros(4)
-    recurrent = run_recurrent_episodes(env, params, lambda o, c: (policy(o), c + 1), carry, key, 4)
+    recurrent = run_episodes(env, params, lambda o, c: (policy(o), c + 1), carry, key, 4)
     assert float(plain["episodic_length"]) > 20
     assert {k: float(v) for k, v in plain.items()} == {k: float(v) for k, v in recurrent.items()}
 
@@ -196,7 +197,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_smoke_run(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "1024", "--eval-every", "1", "--num-eval-envs", "2"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
@@ -204,6 +205,7 @@ def test_cli_smoke_run(repo_root, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algo"] == "ppo_rnn" and summary["env"] == "CartPole-v1"
     assert len(summary["eval_return"]) == 2 and summary["env_steps"] == 1024
+    assert_evaluates_and_renders(run_dir, tmp_path / "episode.gif", 2)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 
 from algorithms import pqn, trainer
 from common.config import ConfigError
+from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math
@@ -140,7 +141,7 @@ def vmapped():
     compiled = jax.jit(jax.vmap(train))
     compiled(trainer.seed_keys(7, 3))
     result = compiled(trainer.seed_keys(0, 3))
-    assert counts == {"step": 1, "evaluate": 1}  # traced once, whatever the keys
+    assert counts == {"step": 1, "act": 1}  # traced once, whatever the keys
     return result
 
 
@@ -176,13 +177,14 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_smoke_run(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     args = ["--total-timesteps", "4096", "--eval-every", "1", "--num-seeds", "2"]
     done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["algo"] == "pqn" and summary["seeds"] == [0, 1]
     assert summary["env_steps"] == 4096
+    assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
 
 
 def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from algorithms import ppo, trainer
 from common import checkpoint
+from common.batch import parse_sweep
 from common.config import ConfigError
 
 # 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
@@ -144,39 +145,52 @@ def test_sweep_compiles_once_and_each_point_equals_a_plain_run():
 
 def test_sweep_rejects_static_and_unknown_fields():
     with pytest.raises(ConfigError, match="'num_envs' is static"):
-        trainer.parse_sweep(["num_envs=4,8"], ppo.Config)
+        parse_sweep(["num_envs=4,8"], ppo.Config)
     with pytest.raises(ConfigError, match="no field 'lr'.*learning_rate"):
-        trainer.parse_sweep(["lr=1e-3"], ppo.Config)
+        parse_sweep(["lr=1e-3"], ppo.Config)
     with pytest.raises(ConfigError, match="must be numbers"):
-        trainer.parse_sweep(["gamma=high"], ppo.Config)
-    assert trainer.parse_sweep(["gamma=0.9,0.99"], ppo.Config) == {"gamma": [0.9, 0.99]}
+        parse_sweep(["gamma=high"], ppo.Config)
+    assert parse_sweep(["gamma=0.9,0.99"], ppo.Config) == {"gamma": [0.9, 0.99]}
 
 
 DEVICE_SCRIPT = """
 import json, sys
+from pathlib import Path
 import jax
-from algorithms import ppo, trainer
 import tests.test_run_management as t
-assert jax.device_count() == 2, jax.devices()
-config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries padded to 4 over 2 devices
-result = t.run(config)
+devices, run_dir, mode = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+assert jax.device_count() == devices, jax.devices()
+more = dict(checkpoint_every=1, stop_after=2) if mode == "stop" else dict(resume=True)
+result = t.run(t.DEVICES_CONFIG, run_dir=run_dir, **more)
 print(json.dumps({k: v.tolist() for k, v in result.metrics["train"].items()}))
 """
+# 3 seeds: padded to 4 on 2 devices, 3 devices used of 4; no clipping (inf in config.json).
+DEVICES_CONFIG = dataclasses.replace(SMALL, num_seeds=3, max_grad_norm=float("inf"))
 
 
-def test_sharded_over_two_devices_equals_one_device(repo_root):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+def on_devices(repo_root, devices, run_dir, mode):
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     done = subprocess.run(
-        [sys.executable, "-c", DEVICE_SCRIPT], capture_output=True, text=True, env=env,
-        cwd=repo_root, timeout=600,
+        [sys.executable, "-c", DEVICE_SCRIPT, str(devices), str(run_dir), mode],
+        capture_output=True, text=True, env=env, cwd=repo_root, timeout=600,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    sharded = json.loads(done.stdout.strip().splitlines()[-1])
-    # One device: the pure program, jitted without shardings.
-    train = ppo.make_train(dataclasses.replace(SMALL, num_seeds=3))
-    _, single = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 3))
-    for name, value in single["train"].items():
-        np.testing.assert_allclose(sharded[name], value, rtol=1e-4, atol=1e-4)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device(repo_root, tmp_path):
+    import shutil
+
+    _, single = jax.jit(jax.vmap(ppo.make_train(DEVICES_CONFIG)))(trainer.seed_keys(0, 3))
+    first = on_devices(repo_root, 2, tmp_path / "a", "stop")  # sharded over two devices
+    for name, value in first.items():
+        np.testing.assert_allclose(value, single["train"][name][:, :2], rtol=1e-4, atol=1e-4)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    for devices, run_dir in ((1, tmp_path / "a"), (4, tmp_path / "b")):
+        resumed = on_devices(repo_root, devices, run_dir, "resume")
+        for name, value in single["train"].items():
+            np.testing.assert_allclose(resumed[name], value, rtol=1e-4, atol=1e-4)
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["max_grad_norm"] == "inf"
 
 
 MULTIHOST_SCRIPT = """
@@ -302,7 +316,7 @@ def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert "entry 1: mean return" in done.stdout and "mean over entries" in done.stdout
+    assert "seed_1: mean return" in done.stdout and "mean over entries" in done.stdout
     assert gif.read_bytes().startswith(b"GIF8")
     missing = subprocess.run(command[:2] + [str(tmp_path)], capture_output=True, text=True)
     assert missing.returncode == 2 and "config.json" in missing.stderr

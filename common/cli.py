@@ -1,0 +1,115 @@
+"""The command line of every algorithm file: Config fields and run options as flags (tyro).
+
+Bad input (a ConfigError from a Config, `make_train` or the runner) exits with code 2 and a
+one-line message before anything compiles.
+"""
+
+import dataclasses
+import datetime
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jax
+import tyro
+
+from common.batch import parse_sweep
+from common.config import ConfigError
+from common.devices import use_cpu_cores
+from common.rundir import RunDir
+from common.runner import RunResult, run
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How the host runner runs and what it writes; none of it changes the numbers."""
+
+    run_dir: Path | None = None
+    """Run directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    resume: Path | None = None
+    """Continue the run in this directory from its last checkpoint (its config is the default)."""
+    checkpoint_every: int = 5
+    """Evaluation intervals between checkpoints (0: only at the end); always one at the end."""
+    track: tuple[Literal["tensorboard", "wandb"], ...] = ()
+    """Also log to TensorBoard and/or W&B (pip install -e '.[log]'; WANDB_MODE=offline works)."""
+    sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Grid over float fields in one program, e.g. --sweep learning_rate=1e-4,3e-4 (repeatable)."""
+    compile_cache: bool = True
+    """Reuse compiled programs across runs (JAX's persistent cache, ~/.cache/canter/jax or
+    $JAX_COMPILATION_CACHE_DIR); --no-compile-cache compiles cold."""
+
+
+def use_compile_cache(enabled: bool) -> Path | None:
+    """Turn JAX's persistent compilation cache on (in the user's cache directory unless
+    JAX_COMPILATION_CACHE_DIR names one) or off; returns the directory in use."""
+    if not enabled:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    if not jax.config.jax_compilation_cache_dir:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        jax.config.update("jax_compilation_cache_dir", str(base / "canter" / "jax"))
+    jax.config.update("jax_enable_compilation_cache", True)
+    return Path(jax.config.jax_compilation_cache_dir)
+
+
+def main(config_cls: type, make_train: Callable, presets: dict[str, dict[str, Any]]) -> RunResult:
+    """Parse the flags (a preset or a resumed run's config are the defaults), then `run`."""
+    use_cpu_cores()  # before anything touches JAX's devices (common/devices.py)
+    algo = Path(inspect.getfile(make_train)).stem
+    try:
+        argv, default, saved_sweep = _defaults(config_cls, algo, sys.argv[1:], presets)
+
+        def parse(
+            config: Annotated[config_cls, tyro.conf.OmitArgPrefixes] = default,
+            options: Annotated[RunOptions, tyro.conf.OmitArgPrefixes] = RunOptions(),  # noqa: B008
+        ) -> tuple[Any, RunOptions]:
+            return config, options
+
+        config, options = tyro.cli(parse, args=argv, description=_describe(make_train, presets))
+        use_compile_cache(options.compile_cache)
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        default_dir = Path("runs") / f"{config.env}__{algo}__{config.seed}__{stamp}"
+        return run(
+            config, make_train, algo=algo, run_dir=options.resume or options.run_dir or default_dir,
+            sweep=parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep,
+            resume=options.resume is not None, checkpoint_every=options.checkpoint_every,
+            track=options.track,
+        )  # fmt: skip
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _describe(make_train: Callable, presets: dict[str, dict[str, Any]]) -> str:
+    """--help: the algorithm file's docstring, then its presets."""
+    doc = sys.modules[make_train.__module__].__doc__ or ""
+    if not presets:
+        return doc
+    listed = "\n".join(
+        f"  --preset {name}: " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in p.items())
+        for name, p in presets.items()
+    )
+    return f"{doc}\nPresets (the defaults they set; other flags override them):\n{listed}"
+
+
+def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tuple:
+    """(argv without --preset NAME, default Config, default sweep): a preset's values, or with
+    `--resume DIR` the saved run's config and sweep, else the Config's own defaults."""
+    preset = None
+    if "--preset" in argv:
+        at = argv.index("--preset")
+        name = argv[at + 1] if at + 1 < len(argv) else ""
+        if name not in presets:
+            valid = ", ".join(presets) or "none (this algorithm has no presets)"
+            raise ConfigError(f"--preset '{name}' is unknown. Presets: {valid}.")
+        if "--resume" in argv:
+            raise ConfigError("--preset and --resume do not mix: a resumed run keeps its config.")
+        argv, preset = argv[:at] + argv[at + 2 :], presets[name]
+    if "--resume" in argv and argv.index("--resume") + 1 < len(argv):
+        run_dir = RunDir(Path(argv[argv.index("--resume") + 1]))
+        _, config, sweep = run_dir.load_config(config_cls, algo)
+        return argv, config, sweep
+    return argv, config_cls(**(preset or {})), {}

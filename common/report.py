@@ -1,0 +1,162 @@
+"""What a run tells its user: the progress line, the summary, the final report, the curve PNG."""
+
+import io
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.batch import Batch
+from common.files import atomic_write
+
+Say = Callable[..., None]
+
+
+def progress(total: int, first: int, say: Say | None) -> Callable[[int | None, str], None]:
+    """A tqdm bar on a terminal, one plain line per interval otherwise; `(None, _)` closes."""
+    if say is None:
+        return lambda *_: None
+    if sys.stdout.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, initial=first, unit="interval", dynamic_ncols=True)
+
+        def update(i: int | None, line: str) -> None:
+            if i is None:
+                bar.close()
+            else:
+                bar.set_postfix_str(line.replace("  ", " "), refresh=False)
+                bar.update(1)
+
+        return update
+
+    def plain(i: int | None, line: str) -> None:
+        if i is not None:
+            say(f"[{i + 1:>3}/{total}] {line}", flush=True)
+
+    return plain
+
+
+def summarize(
+    *,
+    algo: str,
+    batch: Batch,
+    metrics: dict[str, dict[str, np.ndarray]],
+    env_steps: int,
+    complete: bool,
+    compile_s: float,
+    run_s: float,
+    host_s: float,
+) -> dict[str, Any]:
+    """summary.json: final training and evaluation returns per entry and per point, timings.
+
+    `metrics` are arranged (`[(points,) seeds, intervals]`); `env_steps` are one seed's.
+    """
+    final = metrics["train"]["episodic_return"][..., -1]
+    final_eval = metrics["eval"]["episodic_return"][..., -1]
+    num_points = len(batch.points)
+    per_point = [
+        {
+            **values,
+            "final_return_mean": float(np.nanmean(f)),
+            "final_return_std": float(np.nanstd(f)),
+            "eval_return_mean": float(np.mean(e)),
+            "eval_return_std": float(np.std(e)),
+        }
+        for values, f, e in zip(
+            batch.points, final.reshape(num_points, -1), final_eval.reshape(num_points, -1),
+            strict=True,
+        )
+    ]  # fmt: skip
+    return {
+        "env": batch.config.env,
+        "algo": algo,
+        "num_seeds": len(batch.seeds),
+        "seeds": batch.seeds,
+        "sweep": batch.sweep,
+        "total_timesteps": batch.config.total_timesteps,
+        "env_steps": env_steps,
+        "intervals": int(metrics["train"]["episodic_return"].shape[-1]),
+        "complete": complete,
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "host_s": host_s,
+        "env_steps_per_s": env_steps * batch.size / run_s,
+        "final_return": final.tolist(),
+        "eval_return": final_eval.tolist(),
+        **(per_point[0] if not batch.sweep else {}),
+        "points": per_point,
+    }
+
+
+def report(say: Say, summary: dict[str, Any]) -> None:
+    """The lines printed at the end of a run: returns (per point in a sweep) and timings."""
+    if summary["sweep"]:
+        names = list(summary["sweep"])
+        say("point  " + "  ".join(f"{n:>14}" for n in names) + "          return            eval")
+        for p, point in enumerate(summary["points"]):
+            say(
+                f"{p:>5}  "
+                + "  ".join(f"{point[n]:>14.6g}" for n in names)
+                + f"  {point['final_return_mean']:8.2f} +- {point['final_return_std']:6.2f}"
+                + f"  {point['eval_return_mean']:8.2f} +- {point['eval_return_std']:6.2f}"
+            )
+    else:
+        say(
+            f"done: return {summary['final_return_mean']:.2f} +- {summary['final_return_std']:.2f}"
+            f"  eval {summary['eval_return_mean']:.2f} +- {summary['eval_return_std']:.2f}"
+            f"  ({summary['num_seeds']} seeds, {summary['env_steps']:,} env steps each)"
+        )
+    say(
+        f"      compile {summary['compile_s']:.1f} s  run {summary['run_s']:.1f} s  "
+        f"{summary['env_steps_per_s']:,.0f} env steps/s (all seeds)"
+    )
+
+
+def bootstrap_band(values: Any, level: float = 0.95, samples: int = 1000) -> tuple:
+    """Mean over seeds (axis 0) and a percentile bootstrap confidence band, NaNs ignored."""
+    values = np.asarray(values, float)
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, values.shape[0], size=(samples, values.shape[0]))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = np.nanmean(values[picks], axis=1)
+        low, high = np.nanpercentile(means, [50 * (1 - level), 50 * (1 + level)], axis=0)
+        return np.nanmean(values, axis=0), low, high
+
+
+def plot_learning_curves(
+    path: Path, batch: Batch, env_steps: list[int], metrics: dict, title: str
+) -> None:
+    """Training and eval return against env steps: mean and 95% bootstrap band over seeds,
+    one line per sweep point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train, evals = metrics["train"]["episodic_return"], metrics["eval"]["episodic_return"]
+    if not batch.sweep:
+        train, evals = train[None], evals[None]
+    names = [", ".join(f"{k}={v:g}" for k, v in values.items()) for values in batch.points]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for ax, group, curves in zip(axes, ("train", "eval"), (train, evals), strict=True):
+        for name, curve in zip(names, curves, strict=True):
+            mean, low, high = bootstrap_band(curve)
+            (line,) = ax.plot(env_steps, mean, label=name)
+            ax.fill_between(env_steps, low, high, color=line.get_color(), alpha=0.25)
+        ax.set_title(f"{'training' if group == 'train' else 'greedy evaluation'} return")
+        ax.set_xlabel("env steps (per seed)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("episodic return")
+    if len(names) > 1:
+        axes[1].legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(path, buffer.getvalue())

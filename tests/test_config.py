@@ -1,0 +1,90 @@
+"""Configs refuse bad values when built (ranges, NaN), before anything compiles; config.json
+round-trips every Config exactly (tuples, infinities)."""
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import typing
+
+import pytest
+
+from algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
+from common.batch import float_fields, make_batch
+from common.config import ConfigError
+from common.ranges import Range
+from common.rundir import RunDir, config_record
+
+ALGORITHMS = [dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3]
+
+
+@pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])
+def test_every_float_field_has_a_range_and_refuses_nan(module):
+    hints = typing.get_type_hints(module.Config, include_extras=True)
+    for name in float_fields(module.Config):
+        assert any(isinstance(m, Range) for m in getattr(hints[name], "__metadata__", ())), name
+        with pytest.raises(ConfigError, match=rf"{name} = nan"):
+            dataclasses.replace(module.Config(), **{name: math.nan})
+
+
+@pytest.mark.parametrize(
+    "module, field, value",
+    [
+        (dqn, "exploration_fraction", 0.0),  # divided by zero: NaN epsilon
+        (dqn, "gamma", 1.5),
+        (dqn, "tau", 0.0),
+        (dqn, "learning_rate", -1e-3),
+        (pqn, "exploration_fraction", 0.0),
+        (ppo, "gae_lambda", 1.01),
+        (ppo, "ent_coef", -0.01),
+        (sac, "tau", 1.5),
+        (td3, "noise_clip", -0.5),
+        (ppo_continuous, "learning_rate", math.inf),
+        (sac, "alpha", 0.0),
+    ],
+)
+def test_out_of_range_values_are_refused_naming_the_field(module, field, value):
+    with pytest.raises(ConfigError, match=rf"Out of range: {field} = {value}.*allowed"):
+        dataclasses.replace(module.Config(), **{field: value})
+
+
+def test_no_clipping_and_certain_values_at_the_edges_are_allowed():
+    ppo.Config(max_grad_norm=math.inf, gamma=1.0, ent_coef=0.0, learning_rate=0.0)  # frozen
+    dqn.Config(tau=1.0, exploration_fraction=1.0, end_e=0.0)
+
+
+def test_a_sweep_point_out_of_range_is_refused():
+    with pytest.raises(ConfigError, match="learning_rate = -0.1"):
+        make_batch(ppo.Config(), {"learning_rate": [1e-3, -0.1]})
+
+
+def test_cli_refuses_out_of_range_before_compiling(repo_root, tmp_path):
+    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), "--exploration-fraction",
+               "0", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "exploration_fraction = 0.0" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [dqn.Config(hidden_sizes=(32, 16)), ppo.Config(max_grad_norm=math.inf, learning_rate=1e-3)],
+    ids=["dqn-tuple", "ppo-inf"],
+)
+def test_config_json_round_trips_exactly(tmp_path, config):
+    algo = type(config).__module__.split(".")[-1]
+    out = RunDir(tmp_path)
+    sweep = {"gamma": [0.9, 0.99]}
+    out.write_config(config_record(algo, config, sweep))
+
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON: {constant}")
+
+    json.loads(out.config_file.read_text(), parse_constant=refuse)  # strict JSON on disk
+    assert out.load_config(type(config), algo) == (algo, config, sweep)
+    assert out.load_config() == (algo, config, sweep)  # the Config class found from the algo
+    assert out.read_config() == config_record(algo, config, sweep)
+    with pytest.raises(ConfigError, match="is a"):
+        out.load_config(sac.Config, "sac")
