@@ -9,6 +9,7 @@ Works for every algorithm: each supplies `act`, and evaluation and rendering are
 
 import dataclasses
 import importlib
+import io
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ import tyro
 from common import checkpoint
 from common.batch import Batch, make_batch
 from common.config import ConfigError
+from common.files import atomic_write
 from common.rundir import RunDir
 
 # Frames of classic-control environments are drawn with pygame, which needs no screen this way.
@@ -43,9 +45,7 @@ def load_run(run_dir: Path, episodes: int) -> tuple[Any, Batch, Any, Any, dict]:
 
 
 def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, seed: int) -> tuple:
-    """Render one greedy episode of batch entry `index` with gymnax's visualiser."""
-    from gymnax.visualize import Visualizer
-
+    """Render one greedy episode of batch entry `index` to a GIF."""
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
@@ -65,11 +65,40 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
         env_state = next_state
         states.append(env_state.env_state)
         returns.append(total)
-    try:
-        Visualizer(env.unwrapped, env_params, states, jnp.array(returns)).animate(str(path))
-    except Exception as error:  # gymnax raises various types for envs it cannot draw
-        raise ConfigError(f"gymnax cannot render {env.unwrapped.name}: {error}") from None
+    write_gif(env.unwrapped, env_params, states, returns, path)
     return total, len(states)  # the last state, before the auto-reset, is not drawn
+
+
+def write_gif(env: Any, env_params: Any, states: list, returns: list[float], path: Path) -> None:
+    """Classic-control frames straight from one Gymnasium renderer, written by Pillow; other
+    environments through gymnax's matplotlib visualiser. For 200 Pendulum frames the direct path
+    took 3.3 s against 54 s (a fresh Gymnasium env per frame, three figure draws per frame)."""
+    from gymnax.visualize import Visualizer, vis_gym
+
+    if env.name not in vis_gym.SUPPORTED_GYM_ENVS:
+        try:
+            Visualizer(env, env_params, states, jnp.array(returns)).animate(str(path))
+        except Exception as error:  # gymnax raises various types for envs it cannot draw
+            raise ConfigError(f"gymnax cannot render {env.name}: {error}") from None
+        return
+    import gymnasium
+    from PIL import Image, ImageDraw
+
+    renderer = gymnasium.make(env.name, render_mode="rgb_array")
+    renderer.reset(seed=0)
+    vis_gym.set_gym_params(renderer.unwrapped, env.name, env_params)
+    images = []
+    for frame, (env_state, total) in enumerate(zip(states, returns, strict=True)):
+        renderer.unwrapped.state = vis_gym.get_gym_state(env_state, env.name)
+        if env.name == "Pendulum-v1":  # the torque arrow
+            renderer.unwrapped.last_u = np.asarray(env_state.last_u, np.float64)
+        image = Image.fromarray(renderer.render())
+        ImageDraw.Draw(image).text((8, 8), f"step {frame + 1}  return {total:.1f}", fill="black")
+        images.append(image.quantize(colors=64, method=Image.Quantize.FASTOCTREE))
+    renderer.close()
+    gif = io.BytesIO()
+    images[0].save(gif, "GIF", save_all=True, append_images=images[1:], duration=50, loop=0)
+    atomic_write(path, gif.getvalue())
 
 
 def main(

@@ -197,21 +197,26 @@ MULTIHOST_SCRIPT = """
 import json, sys
 from pathlib import Path
 import jax
-port, process_id, run_dir, resume = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+port, process_id, run_dir = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.config.update("jax_num_cpu_devices", 1)  # one device per process
 jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
 import tests.test_run_management as t  # imports gymnax: after initialize
+from common import checkpoint
 assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
 config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries over 2 processes, padded
-more = dict(resume=True) if resume == "resume" else dict(checkpoint_every=1, stop_after=2)
-result = t.run(config, run_dir=run_dir, **more)
+first = t.run(config, run_dir=run_dir, checkpoint_every=1, stop_after=2)
+header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")  # on disk, from process 0 only
+result = t.run(config, run_dir=run_dir, resume=True)  # reads that file back
 train = {k: v.tolist() for k, v in result.metrics["train"].items()}
-print(json.dumps({"process": process_id, "intervals": result.summary["intervals"], "train": train}))
+print(json.dumps({
+    "process": process_id, "first": first.summary["intervals"], "saved": header["interval"],
+    "intervals": result.summary["intervals"], "train": train,
+}))
 """
 
 
-def two_processes(repo_root, run_dir, mode):
+def two_processes(repo_root, run_dir):
     import socket
 
     with socket.socket() as probe:  # a free port for the coordinator
@@ -219,7 +224,7 @@ def two_processes(repo_root, run_dir, mode):
         port = probe.getsockname()[1]
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", MULTIHOST_SCRIPT, str(port), str(i), str(run_dir), mode],
+            [sys.executable, "-c", MULTIHOST_SCRIPT, str(port), str(i), str(run_dir)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -234,14 +239,13 @@ def two_processes(repo_root, run_dir, mode):
 
 
 def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_root, tmp_path):
+    # Two processes stop after two intervals (a checkpoint on disk), then resume from it.
     run_dir = tmp_path / "run"
-    first = two_processes(repo_root, run_dir, "stop")
-    assert [r["intervals"] for r in first] == [2, 2]
-    header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")  # written by process 0 only
-    assert header["interval"] == 2 and not list(run_dir.glob(".*.tmp"))
-    resumed = two_processes(repo_root, run_dir, "resume")
+    results = two_processes(repo_root, run_dir)
+    assert [(r["first"], r["saved"]) for r in results] == [(2, 2), (2, 2)]
+    assert not list(run_dir.glob(".*.tmp"))
     single = run(dataclasses.replace(SMALL, num_seeds=3))
-    for result in resumed:  # every process ends with the whole batch of metrics
+    for result in results:  # every process ends with the whole batch of metrics
         assert result["intervals"] == single.summary["intervals"]
         for name, value in single.metrics["train"].items():
             np.testing.assert_allclose(result["train"][name], value, rtol=1e-4, atol=1e-4)
