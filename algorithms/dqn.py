@@ -6,11 +6,15 @@ Huber loss, double Q-learning (van Hasselt et al. 2016) and a dueling head (Wang
 Deviates from both on time limits (a truncated episode bootstraps from its final observation)
 and on schedules: updates and target updates are counted, never found by `step % freq == 0` on
 a counter that advances by `num_envs`, and every seed draws from its own keys.
+MinAtar (`--preset Breakout-MinAtar`, one per game) follows the MinAtar paper's DQN (Young & Tian
+2019, `examples/dqn.py`): its CNN, replay and centred RMSProp, with sticky actions.
 
     python algorithms/dqn.py --env CartPole-v1 --num-seeds 4
+    python algorithms/dqn.py --preset Breakout-MinAtar --num-seeds 4
 """
 
 import dataclasses
+import math
 from typing import Literal
 
 import equinox as eqx
@@ -22,7 +26,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 from algorithms import trainer
 from common.buffer import ReplayBuffer
 from common.config import ConfigError, check_budget, check_positive, check_replay, pytree_config
-from common.envs import make_env
+from common.envs import MINATAR_GAMES, make_env
 from common.ranges import NonNegative, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
 
@@ -34,6 +38,8 @@ ACTION_SPACE = "discrete"
 class Config:
     env: str = "CartPole-v1"
     """gymnax environment id (discrete actions)."""
+    sticky_action_prob: UnitInterval = 0.0
+    """Probability that the env repeats its last action instead (MinAtar games only)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: int = 1
@@ -54,8 +60,10 @@ class Config:
     """Env steps of warm-up before the first update."""
     train_frequency: int = 10
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    """Adam, or the MinAtar paper's centred RMSProp (decay 0.95, momentum 0.95, eps 0.01)."""
     learning_rate: NonNegative = 2.5e-4
-    """Adam learning rate."""
+    """Learning rate."""
     gamma: UnitInterval = 0.99
     """Discount factor."""
     tau: PositiveFraction = 1.0
@@ -74,6 +82,8 @@ class Config:
     """Double Q-learning: the online network picks the next action, the target one rates it."""
     dueling: bool = False
     """Dueling head: Q = V + A - mean(A)."""
+    network: Literal["mlp", "cnn"] = "mlp"
+    """Torso under the hidden layers: none (flat observation), or a CNN (image observations)."""
     hidden_sizes: tuple[int, ...] = (120, 84)
     """Widths of the ReLU hidden layers."""
 
@@ -98,25 +108,36 @@ class Config:
 
 
 class QNetwork(eqx.Module):
-    """ReLU MLP from observation to one Q-value per action, optionally with a dueling head.
+    """ReLU MLP from observation to one Q-value per action, optionally with a dueling head; on
+    the flat observation, or on the MinAtar paper's convolution (16 3x3 filters, stride 1, ReLU).
 
-    Equinox's default init (PyTorch's Kaiming-uniform), as in CleanRL's DQN.
+    Equinox's default init (PyTorch's Kaiming-uniform), as in CleanRL's and MinAtar's DQN.
     """
 
+    conv: eqx.nn.Conv2d | None
     layers: tuple[eqx.nn.Linear, ...]
     value_head: eqx.nn.Linear | None
 
     def __init__(
-        self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], dueling: bool, key: Array
+        self, obs_shape: tuple[int, ...], num_actions: int, config: Config, key: PRNGKeyArray
     ):
-        sizes = (obs_dim, *hidden, num_actions)
+        self.conv, features = None, math.prod(obs_shape)
+        if config.network == "cnn":
+            height, width, channels = obs_shape
+            self.conv = eqx.nn.Conv2d(channels, 16, 3, key=jax.random.fold_in(key, 1))
+            features = 16 * (height - 2) * (width - 2)
+        sizes = (features, *config.hidden_sizes, num_actions)
         keys = jax.random.split(key, len(sizes))
         self.layers = tuple(
             eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=False)
         )
-        self.value_head = eqx.nn.Linear(sizes[-2], 1, key=keys[-1]) if dueling else None
+        self.value_head = eqx.nn.Linear(sizes[-2], 1, key=keys[-1]) if config.dueling else None
 
-    def __call__(self, x: Float[Array, " obs_dim"]) -> Float[Array, " num_actions"]:
+    def __call__(self, x: Float[Array, "*obs_shape"]) -> Float[Array, " num_actions"]:
+        if self.conv is None:
+            x = x.reshape(-1)
+        else:  # Equinox's Conv2d is channels-first
+            x = jax.nn.relu(self.conv(jnp.moveaxis(x, -1, 0))).reshape(-1)
         for layer in self.layers[:-1]:
             x = jax.nn.relu(layer(x))
         advantages = self.layers[-1](x)
@@ -131,11 +152,11 @@ class QNetwork(eqx.Module):
 class Transition(eqx.Module):
     """Replayed experience; `next_obs` is the final observation when the episode ended there."""
 
-    obs: Float[Array, "*batch obs_dim"]
+    obs: Float[Array, "..."]  # [*batch, *obs_shape]
     action: Int[Array, "*batch"]
     reward: Float[Array, "*batch"]
     terminated: Bool[Array, "*batch"]
-    next_obs: Float[Array, "*batch obs_dim"]
+    next_obs: Float[Array, "..."]
 
 
 class TrainState(eqx.Module):
@@ -146,7 +167,7 @@ class TrainState(eqx.Module):
     opt_state: optax.OptState
     buffer: ReplayBuffer
     env_state: eqx.Module  # vmapped over num_envs
-    obs: Float[Array, "num_envs obs_dim"]
+    obs: Float[Array, "num_envs ..."]
     env_steps: Int[Array, ""]
     key: PRNGKeyArray
 
@@ -202,7 +223,7 @@ def epsilon_greedy(
     return jnp.where(explore, random, jnp.argmax(q_values, axis=-1))
 
 
-def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Int[Array, " n"]:
+def act(state: TrainState, obs: Float[Array, "n ..."]) -> Int[Array, " n"]:
     """Greedy actions: the highest Q-value."""
     return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
 
@@ -221,18 +242,26 @@ def make_train(config: Config) -> trainer.Train:
     if config.loss not in ("mse", "huber"):
         raise ConfigError(f"loss must be 'mse' or 'huber', got '{config.loss}'.")
     check_budget(config, config.env_steps_per_iteration)
-    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="dqn.py")
-    obs_dim = int(env.observation_space(env_params).shape[0])
+    env, env_params = make_env(
+        config.env, action=ACTION_SPACE, algorithm="dqn.py", image=config.network == "cnn",
+        sticky_action_prob=config.sticky_action_prob,
+    )  # fmt: skip
+    obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     optimizer = optax.adam(config.learning_rate)
+    if config.optimizer == "rmsprop":  # PyTorch's RMSprop: eps outside the square root
+        optimizer = optax.rmsprop(
+            config.learning_rate, decay=0.95, eps=0.01, eps_in_sqrt=False, centered=True,
+            momentum=0.95,
+        )  # fmt: skip
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
-        q_network = QNetwork(obs_dim, num_actions, config.hidden_sizes, config.dueling, model_key)
+        q_network = QNetwork(obs_shape, num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
-        zero_obs = jnp.zeros(obs_dim)
+        zero_obs = jnp.zeros(obs_shape)
         example = Transition(zero_obs, jnp.array(0), jnp.array(0.0), jnp.array(False), zero_obs)
         buffer = ReplayBuffer.create(example, config.buffer_size)
         opt_state = optimizer.init(q_network)
@@ -318,5 +347,18 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
+# The MinAtar paper's DQN (kenjyoung/MinAtar examples/dqn.py, all games alike): one env, an
+# update of 32 per env step from 100,000 transitions (5,000 first), target copied every 1,000
+# steps, epsilon 1 -> 0.1 over 100,000 steps, Huber loss, centred RMSProp at 2.5e-4, gamma 0.99,
+# conv + 128 ReLU units, sticky actions 0.1. Deviation: epsilon decays from step 0 (MinAtar
+# acts uniformly for the first 5,000 steps, then decays); 1e7 env steps (the paper: 5e6).
+MINATAR = dict(
+    sticky_action_prob=0.1, total_timesteps=10_000_000, eval_every=250_000, num_eval_envs=32,
+    num_envs=1, buffer_size=100_000, batch_size=32, learning_starts=5_000, train_frequency=1,
+    optimizer="rmsprop", target_network_frequency=1_000, end_e=0.1, exploration_fraction=0.01,
+    loss="huber", network="cnn", hidden_sizes=(128,),
+)  # fmt: skip
+PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+
 if __name__ == "__main__":
-    trainer.cli(Config, make_train)
+    trainer.cli(Config, make_train, PRESETS)

@@ -25,6 +25,7 @@ from common.batch import Batch, make_batch
 from common.config import ConfigError
 from common.files import atomic_write
 from common.rundir import RunDir
+from common.wrappers import base_state
 
 # Frames of classic-control environments are drawn with pygame, which needs no screen this way.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -52,7 +53,7 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
-    carry, states, returns, total = train.start_carry(1), [env_state.env_state], [0.0], 0.0
+    carry, states, returns, total = train.start_carry(1), [base_state(env_state)], [0.0], 0.0
     for _ in range(int(env_params.max_steps_in_episode)):
         key, step_key = jax.random.split(key)
         action, carry = policy(obs[None], carry)
@@ -63,7 +64,7 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
         if terminated or truncated:
             break
         env_state = next_state
-        states.append(env_state.env_state)
+        states.append(base_state(env_state))
         returns.append(total)
     write_gif(env.unwrapped, env_params, states, returns, path)
     return total, len(states)  # the last state, before the auto-reset, is not drawn

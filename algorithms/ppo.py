@@ -7,11 +7,18 @@ both on time limits: a truncated episode bootstraps from the value of its final 
 instead of being treated as a termination. Values are computed once per rollout, batched, after
 the environment steps (the parameters do not change during a rollout).
 
+MinAtar (`--preset Breakout-MinAtar`, one per game) follows gymnax-blines' PPO config: a ReLU
+MLP of 2x256 on the flattened 10x10xC grid; `--network cnn` puts MinAtar's convolution (16 3x3
+filters, Young & Tian 2019) under both heads instead, shared as in CleanRL's Atari PPO.
+
     python algorithms/ppo.py --env CartPole-v1 --num-seeds 4
+    python algorithms/ppo.py --preset Breakout-MinAtar --num-seeds 4
 """
 
 import dataclasses
 import functools
+import math
+from typing import Literal
 
 import distrax
 import equinox as eqx
@@ -22,7 +29,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from algorithms import trainer
 from common.config import check_budget, check_divides, check_positive, pytree_config
-from common.envs import make_env
+from common.envs import MINATAR_GAMES, make_env
 from common.initializers import orthogonal
 from common.minibatch import shuffled_minibatches, update_epochs
 from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
@@ -36,6 +43,8 @@ ACTION_SPACE = "discrete"
 class Config:
     env: str = "CartPole-v1"
     """gymnax environment id (discrete actions)."""
+    sticky_action_prob: UnitInterval = 0.0
+    """Probability that the env repeats its last action instead (MinAtar games only)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: int = 1
@@ -74,8 +83,12 @@ class Config:
     """Entropy bonus coefficient."""
     vf_coef: NonNegative = 0.5
     """Value loss coefficient."""
+    network: Literal["mlp", "cnn"] = "mlp"
+    """Torso: none (MLPs on the flat observation), or a CNN shared by actor and critic (images)."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Activation of the MLPs' hidden layers."""
     hidden_size: int = 64
-    """Width of the two tanh hidden layers of actor and critic."""
+    """Width of the two hidden layers of actor and critic."""
 
     @property
     def batch_size(self) -> int:
@@ -99,39 +112,78 @@ def orthogonal_linear(
 
 
 class MLP(eqx.Module):
-    """Two tanh hidden layers; hidden gain sqrt(2), output gain chosen by the caller."""
+    """Two hidden layers (tanh, or ReLU); hidden gain sqrt(2), output gain chosen by the caller."""
 
     layers: tuple[eqx.nn.Linear, ...]
+    relu: bool = eqx.field(static=True)
 
     def __init__(
-        self, in_size: int, out_size: int, hidden: int, out_scale: float, key: PRNGKeyArray
-    ):
+        self, in_size: int, out_size: int, hidden: int, out_scale: float, key: PRNGKeyArray,
+        relu: bool = False,
+    ):  # fmt: skip
         keys = jax.random.split(key, 3)
         self.layers = (
             orthogonal_linear(in_size, hidden, 2**0.5, keys[0]),
             orthogonal_linear(hidden, hidden, 2**0.5, keys[1]),
             orthogonal_linear(hidden, out_size, out_scale, keys[2]),
         )
+        self.relu = relu
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
         for layer in self.layers[:-1]:
-            x = jnp.tanh(layer(x))
+            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
         return self.layers[-1](x)
 
 
-class ActorCritic(eqx.Module):
-    """Separate actor (logits, output gain 0.01) and critic (value, output gain 1)."""
+class ConvTorso(eqx.Module):
+    """MinAtar's convolution (Young & Tian 2019): 16 3x3 filters, stride 1, no padding, ReLU;
+    flattened. Orthogonal weights of gain sqrt(2), zero bias (CleanRL's Atari PPO init)."""
 
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, channels: int, key: PRNGKeyArray):
+        conv = eqx.nn.Conv2d(channels, 16, kernel_size=3, key=key)
+        weight = orthogonal(key, (16, channels * 9), 2**0.5).reshape(conv.weight.shape)
+        self.conv = eqx.tree_at(lambda c: (c.weight, c.bias), conv, (weight, conv.bias * 0))
+
+    def __call__(self, x: Float[Array, "height width channels"]) -> Float[Array, " features"]:
+        return jax.nn.relu(self.conv(jnp.transpose(x, (2, 0, 1)))).reshape(-1)  # channels-first
+
+
+class ActorCritic(eqx.Module):
+    """Separate actor (logits, output gain 0.01) and critic (value, output gain 1) MLPs, on the
+    flat observation or on the features of one `ConvTorso` that both share."""
+
+    torso: ConvTorso | None
     actor: MLP
     critic: MLP
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden: int, key: PRNGKeyArray):
+    def __init__(
+        self, obs_shape: tuple[int, ...], num_actions: int, config: Config, key: PRNGKeyArray
+    ):
         actor_key, critic_key = jax.random.split(key)
-        self.actor = MLP(obs_dim, num_actions, hidden, 0.01, actor_key)
-        self.critic = MLP(obs_dim, 1, hidden, 1.0, critic_key)
+        self.torso, features = None, math.prod(obs_shape)
+        if config.network == "cnn":
+            height, width, channels = obs_shape
+            self.torso = ConvTorso(channels, jax.random.fold_in(key, 2))
+            features = 16 * (height - 2) * (width - 2)
+        relu, hidden = config.activation == "relu", config.hidden_size
+        self.actor = MLP(features, num_actions, hidden, 0.01, actor_key, relu)
+        self.critic = MLP(features, 1, hidden, 1.0, critic_key, relu)
 
-    def value(self, obs: Float[Array, " obs_dim"]) -> Float[Array, ""]:
-        return self.critic(obs)[0]
+    def features(self, obs: Float[Array, "*obs_shape"]) -> Float[Array, " features"]:
+        return obs.reshape(-1) if self.torso is None else self.torso(obs)
+
+    def logits(self, obs: Float[Array, "*obs_shape"]) -> Float[Array, " num_actions"]:
+        return self.actor(self.features(obs))
+
+    def value(self, obs: Float[Array, "*obs_shape"]) -> Float[Array, ""]:
+        return self.critic(self.features(obs))[0]
+
+    def __call__(self, obs: Float[Array, "*obs_shape"]) -> tuple[Array, Array]:
+        """Logits and value, with the torso computed once."""
+        features = self.features(obs)
+        return self.actor(features), self.critic(features)[0]
 
 
 # --- state
@@ -140,13 +192,13 @@ class ActorCritic(eqx.Module):
 class Transition(eqx.Module):
     """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
 
-    obs: Float[Array, "num_envs obs_dim"]
+    obs: Float[Array, "num_envs ..."]
     action: Int[Array, " num_envs"]
     log_prob: Float[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
-    next_obs: Float[Array, "num_envs obs_dim"]
+    next_obs: Float[Array, "num_envs ..."]
 
 
 class TrainState(eqx.Module):
@@ -155,7 +207,7 @@ class TrainState(eqx.Module):
     model: ActorCritic
     opt_state: optax.OptState
     env_state: eqx.Module  # vmapped over num_envs
-    obs: Float[Array, "num_envs obs_dim"]
+    obs: Float[Array, "num_envs ..."]
     key: PRNGKeyArray
 
 
@@ -240,8 +292,11 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
     check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
     check_budget(config, config.batch_size)
-    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="ppo.py")
-    obs_dim = int(env.observation_space(env_params).shape[0])
+    env, env_params = make_env(
+        config.env, action=ACTION_SPACE, algorithm="ppo.py", image=config.network == "cnn",
+        sticky_action_prob=config.sticky_action_prob,
+    )  # fmt: skip
+    obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
@@ -253,16 +308,14 @@ def make_train(config: Config) -> trainer.Train:
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
-        model = ActorCritic(obs_dim, num_actions, config.hidden_size, model_key)
+        model = ActorCritic(obs_shape, num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         return TrainState(model, optimizer.init(model), env_state, obs, key)
 
     def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
         model, env_state, obs, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
-        logits = jax.vmap(model.actor)(obs)
-        # jax.random.categorical and distrax sample_and_log_prob cost the same here (5.7 us per
-        # step of 4 envs, 4.2 us for random actions; benchmarks/README.md).
+        logits = jax.vmap(model.logits)(obs)
         action = jax.random.categorical(action_key, logits)
         log_prob = distrax.Categorical(logits=logits).log_prob(action)
         env_keys = jax.random.split(env_key, config.num_envs)
@@ -275,8 +328,7 @@ def make_train(config: Config) -> trainer.Train:
         return (model, env_state, next_obs, key), transition
 
     def loss_fn(model: ActorCritic, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
-        logits = jax.vmap(model.actor)(batch["obs"])
-        values = jax.vmap(model.value)(batch["obs"])
+        logits, values = jax.vmap(model)(batch["obs"])
         dist = distrax.Categorical(logits=logits)
         advantages = batch["advantages"]
         if config.norm_adv:
@@ -322,9 +374,9 @@ def make_train(config: Config) -> trainer.Train:
         )
         return state, metrics
 
-    def act(state: TrainState, obs: Float[Array, "num_envs obs_dim"]) -> Int[Array, " num_envs"]:
+    def act(state: TrainState, obs: Float[Array, "num_envs ..."]) -> Int[Array, " num_envs"]:
         """Greedy actions: the most likely under the policy."""
-        return jnp.argmax(jax.vmap(state.model.actor)(obs), axis=-1)
+        return jnp.argmax(jax.vmap(state.model.logits)(obs), axis=-1)
 
     return trainer.Train(
         init=init, step=step, act=act, env=env, env_params=env_params,
@@ -333,5 +385,14 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
+# gymnax-blines' MinAtar PPO (agents/<game>/ppo.yaml, all games alike): 64 envs x 128 steps, 4
+# epochs x 8 minibatches, lr 5e-4 constant (canter skips its 5% warm-up), gamma 0.999, ReLU MLPs
+# 2x256, 1e7 env steps; no sticky actions, as gymnax's MinAtar has none (MinAtar's own: 0.1).
+MINATAR = dict(
+    total_timesteps=10_000_000, eval_every=50, num_eval_envs=32, num_envs=64, num_minibatches=8,
+    learning_rate=5e-4, anneal_lr=False, gamma=0.999, activation="relu", hidden_size=256,
+)  # fmt: skip
+PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+
 if __name__ == "__main__":
-    trainer.cli(Config, make_train)
+    trainer.cli(Config, make_train, PRESETS)

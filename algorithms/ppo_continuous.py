@@ -6,12 +6,11 @@ observation normalisation and return-based reward scaling; actions are clipped o
 stepping (the log-prob is of the unclipped sample). Deviations: truncation bootstraps from the
 final observation (as in `ppo.py`), and normalisation statistics are frozen during a rollout
 and updated once per iteration, so stored observations are exactly what the policy saw.
-Defaults are tuned for Pendulum-v1 (gamma 0.9, lr 3e-4: with 1e-3, 2 of 8 seeds collapsed).
+Defaults are tuned for Pendulum-v1 (gamma 0.9, lr 3e-4: with 1e-3, 2 of 8 seeds collapsed);
+MountainCarContinuous needs its preset (with gamma 0.9 the goal bonus is out of sight).
 
     python algorithms/ppo_continuous.py --env Pendulum-v1 --num-seeds 8
     python algorithms/ppo_continuous.py --preset MountainCarContinuous-v0
-
-MountainCarContinuous needs its preset: with gamma 0.9 the goal bonus is out of sight (return 0).
 """
 
 import dataclasses
@@ -109,23 +108,26 @@ def orthogonal_linear(
 
 # Copied from algorithms/ppo.py::MLP
 class MLP(eqx.Module):
-    """Two tanh hidden layers; hidden gain sqrt(2), output gain chosen by the caller."""
+    """Two hidden layers (tanh, or ReLU); hidden gain sqrt(2), output gain chosen by the caller."""
 
     layers: tuple[eqx.nn.Linear, ...]
+    relu: bool = eqx.field(static=True)
 
     def __init__(
-        self, in_size: int, out_size: int, hidden: int, out_scale: float, key: PRNGKeyArray
-    ):
+        self, in_size: int, out_size: int, hidden: int, out_scale: float, key: PRNGKeyArray,
+        relu: bool = False,
+    ):  # fmt: skip
         keys = jax.random.split(key, 3)
         self.layers = (
             orthogonal_linear(in_size, hidden, 2**0.5, keys[0]),
             orthogonal_linear(hidden, hidden, 2**0.5, keys[1]),
             orthogonal_linear(hidden, out_size, out_scale, keys[2]),
         )
+        self.relu = relu
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
         for layer in self.layers[:-1]:
-            x = jnp.tanh(layer(x))
+            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
         return self.layers[-1](x)
 
 
@@ -390,11 +392,9 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
-PRESETS = {  # where the Pendulum defaults cannot serve; `--preset NAME`, other flags override
-    "MountainCarContinuous-v0": dict(
-        env="MountainCarContinuous-v0", gamma=0.99, learning_rate=1e-3
-    ),
-}
+# Where the Pendulum defaults cannot serve: `--preset NAME`; other flags override.
+MOUNTAIN_CAR = dict(env="MountainCarContinuous-v0", gamma=0.99, learning_rate=1e-3)
+PRESETS = {"MountainCarContinuous-v0": MOUNTAIN_CAR}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

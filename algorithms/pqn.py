@@ -7,12 +7,17 @@ computed once per rollout, several epochs of minibatch regression, RAdam with gl
 clipping and a linearly decaying learning rate); the defaults are its CartPole config. Deviates
 on time limits: a truncated episode bootstraps from the value of its final observation, and the
 lambda recursion is cut at every episode end (purejaxql and rejax shipped off-by-one returns).
+MinAtar (`--preset Breakout-MinAtar`, one per game) follows `pqn_minatar.py`: a CNN (16 3x3
+filters, LayerNorm, ReLU) under one LayerNorm-ReLU layer of 128, 128 envs x 32 steps, lambda 0.65.
 
     python algorithms/pqn.py --env CartPole-v1 --num-seeds 4
+    python algorithms/pqn.py --preset Breakout-MinAtar --num-seeds 4
 """
 
 import dataclasses
 import functools
+import math
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -22,7 +27,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from algorithms import trainer
 from common.config import check_budget, check_divides, check_positive, pytree_config
-from common.envs import make_env
+from common.envs import MINATAR_GAMES, make_env
 from common.minibatch import shuffled_minibatches, update_epochs
 from common.ranges import NonNegative, Positive, PositiveFraction, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
@@ -35,6 +40,8 @@ ACTION_SPACE = "discrete"
 class Config:
     env: str = "CartPole-v1"
     """gymnax environment id (discrete actions)."""
+    sticky_action_prob: UnitInterval = 0.0
+    """Probability that the env repeats its last action instead (MinAtar games only)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: int = 1
@@ -71,6 +78,8 @@ class Config:
     """Fraction of total_timesteps over which epsilon decays linearly."""
     reward_scale: Positive = 0.1
     """Rewards are multiplied by this before the targets (purejaxql's REW_SCALE)."""
+    network: Literal["mlp", "cnn"] = "mlp"
+    """Torso under the hidden layers: none (flat observation), or a CNN (image observations)."""
     hidden_size: int = 256
     """Width of the hidden layers."""
     num_layers: int = 2
@@ -88,24 +97,63 @@ class Config:
 # --- networks
 
 
-class QNetwork(eqx.Module):
-    """MLP with LayerNorm before each ReLU (the PQN stabiliser); one Q-value per action.
+def variance_scaled(layer: eqx.Module, scale: float, key: PRNGKeyArray) -> eqx.Module:
+    """`layer` (Linear or Conv2d) with truncated-normal weights of variance scale / fan_in and
+    zero bias: flax's `he_normal` (scale 2) and `lecun_normal` (scale 1), as purejaxql's CNN."""
+    init = jax.nn.initializers.variance_scaling(scale, "fan_in", "truncated_normal", 1, 0)
+    weight, bias = init(key, layer.weight.shape), layer.bias * 0
+    return eqx.tree_at(lambda lay: (lay.weight, lay.bias), layer, (weight, bias))
 
-    Equinox's default init (PyTorch's Kaiming-uniform weights).
+
+class ConvTorso(eqx.Module):
+    """purejaxql's MinAtar convolution: 16 3x3 filters (stride 1, no padding), LayerNorm over
+    each cell's channels, ReLU; flattened. He-normal weights, zero bias."""
+
+    conv: eqx.nn.Conv2d
+    norm: eqx.nn.LayerNorm
+
+    def __init__(self, channels: int, key: PRNGKeyArray):
+        self.conv = variance_scaled(eqx.nn.Conv2d(channels, 16, 3, key=key), 2.0, key)
+        self.norm = eqx.nn.LayerNorm(16)
+
+    def __call__(self, x: Float[Array, "height width channels"]) -> Float[Array, " features"]:
+        x = jnp.moveaxis(self.conv(jnp.moveaxis(x, -1, 0)), 0, -1)  # Conv2d is channels-first
+        return jax.nn.relu(jax.vmap(jax.vmap(self.norm))(x)).reshape(-1)
+
+
+class QNetwork(eqx.Module):
+    """MLP with LayerNorm before each ReLU (the PQN stabiliser); one Q-value per action; on the
+    flat observation, or on a `ConvTorso`'s features.
+
+    MLP: Equinox's default init (PyTorch's Kaiming-uniform). CNN: purejaxql's (he-normal hidden
+    layers, lecun-normal output, zero biases).
     """
 
+    torso: ConvTorso | None
     layers: tuple[eqx.nn.Linear, ...]
     norms: tuple[eqx.nn.LayerNorm, ...]
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden: int, depth: int, key: Array):
-        sizes = (obs_dim,) + (hidden,) * depth + (num_actions,)
+    def __init__(
+        self, obs_shape: tuple[int, ...], num_actions: int, config: Config, key: PRNGKeyArray
+    ):
+        self.torso, features = None, math.prod(obs_shape)
+        if config.network == "cnn":
+            height, width, channels = obs_shape
+            self.torso = ConvTorso(channels, jax.random.fold_in(key, 1))
+            features = 16 * (height - 2) * (width - 2)
+        hidden, depth = config.hidden_size, config.num_layers
+        sizes = (features,) + (hidden,) * depth + (num_actions,)
         keys = jax.random.split(key, len(sizes) - 1)
         self.layers = tuple(
             eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True)
         )
+        if self.torso is not None:
+            scales = (2.0,) * depth + (1.0,)
+            self.layers = tuple(map(variance_scaled, self.layers, scales, keys))
         self.norms = tuple(eqx.nn.LayerNorm(hidden) for _ in range(depth))
 
-    def __call__(self, x: Float[Array, " obs_dim"]) -> Float[Array, " num_actions"]:
+    def __call__(self, x: Float[Array, "*obs_shape"]) -> Float[Array, " num_actions"]:
+        x = x.reshape(-1) if self.torso is None else self.torso(x)
         for layer, norm in zip(self.layers[:-1], self.norms, strict=True):
             x = jax.nn.relu(norm(layer(x)))
         return self.layers[-1](x)
@@ -117,12 +165,12 @@ class QNetwork(eqx.Module):
 class Transition(eqx.Module):
     """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
 
-    obs: Float[Array, "num_envs obs_dim"]
+    obs: Float[Array, "num_envs ..."]
     action: Int[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
-    next_obs: Float[Array, "num_envs obs_dim"]
+    next_obs: Float[Array, "num_envs ..."]
 
 
 class TrainState(eqx.Module):
@@ -131,7 +179,7 @@ class TrainState(eqx.Module):
     q_network: QNetwork
     opt_state: optax.OptState
     env_state: eqx.Module  # vmapped over num_envs
-    obs: Float[Array, "num_envs obs_dim"]
+    obs: Float[Array, "num_envs ..."]
     env_steps: Int[Array, ""]
     key: PRNGKeyArray
 
@@ -194,7 +242,7 @@ def epsilon_greedy(
 
 
 # Copied from algorithms/dqn.py::act
-def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Int[Array, " n"]:
+def act(state: TrainState, obs: Float[Array, "n ..."]) -> Int[Array, " n"]:
     """Greedy actions: the highest Q-value."""
     return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
 
@@ -220,8 +268,11 @@ def make_train(config: Config) -> trainer.Train:
     check_positive(config, "num_layers")
     check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
     check_budget(config, config.batch_size)
-    env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="pqn.py")
-    obs_dim = int(env.observation_space(env_params).shape[0])
+    env, env_params = make_env(
+        config.env, action=ACTION_SPACE, algorithm="pqn.py", image=config.network == "cnn",
+        sticky_action_prob=config.sticky_action_prob,
+    )  # fmt: skip
+    obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
@@ -234,7 +285,7 @@ def make_train(config: Config) -> trainer.Train:
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
-        q_network = QNetwork(obs_dim, num_actions, config.hidden_size, config.num_layers, model_key)
+        q_network = QNetwork(obs_shape, num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         opt_state = optimizer.init(q_network)
         return TrainState(q_network, opt_state, env_state, obs, jnp.array(0), key)
@@ -295,5 +346,17 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
+# purejaxql's MinAtar PQN (config/alg/pqn_minatar.yaml, all games alike): 128 envs x 32 steps,
+# 2 epochs x 32 minibatches, RAdam lr 5e-4 decayed linearly, epsilon 1 -> 0.05 over the first
+# 10%, lambda 0.65, no reward scaling, the CNN torso and one hidden layer of 128, 1e7 env steps.
+# Deviations: no /255 on MinAtar's 0/1 grids (an Atari leftover there); 32 greedy evaluation
+# episodes (purejaxql: 128); no sticky actions, as gymnax's MinAtar has none (MinAtar's: 0.1).
+MINATAR = dict(
+    total_timesteps=10_000_000, eval_every=100, num_eval_envs=32, num_envs=128, num_steps=32,
+    learning_rate=5e-4, update_epochs=2, num_minibatches=32, q_lambda=0.65, end_e=0.05,
+    exploration_fraction=0.1, reward_scale=1.0, network="cnn", hidden_size=128, num_layers=1,
+)  # fmt: skip
+PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+
 if __name__ == "__main__":
-    trainer.cli(Config, make_train)
+    trainer.cli(Config, make_train, PRESETS)

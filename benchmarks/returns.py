@@ -9,7 +9,11 @@ README's results table is a copy of it.
     python benchmarks/returns.py --algo ppo --envs CartPole-v1 Acrobot-v1 --num-seeds 8
     python benchmarks/returns.py --algo sac --envs Pendulum-v1 --num-seeds 8 \\
         --set total_timesteps=20000
+    python benchmarks/returns.py --algo ppo --presets --envs Breakout-MinAtar --num-seeds 4
     python benchmarks/returns.py --table-only   # rebuild returns.md from the JSON results
+
+`--presets` starts each env from the algorithm's preset of that name (`--preset ENV` on the
+command line: MinAtar's reference configs); `--set` overrides on top.
 
 The "final" return is the last greedy evaluation of each seed (`num_eval_envs` episodes); the
 IQM is the mean of the middle 50% of seeds, with a 95% percentile-bootstrap interval.
@@ -28,15 +32,28 @@ import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "returns"
 
-# Published returns (ARCHITECTURE.md section 7: gymnax-blines checkpoints, PPO) and the budget
-# they were reached at.
-REFERENCES = {
+# Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
+# (ARCHITECTURE.md section 7) for every algorithm on classic control; on MinAtar, the number of
+# the reference the algorithm's preset follows, where one was published (gymnax-blines PPO,
+# MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN give curves only).
+GYMNAX_BLINES = {
     "CartPole-v1": (500.0, 150_000),
     "Acrobot-v1": (-80.0, 500_000),
     "Pendulum-v1": (-130.0, 1_000_000),
     "MountainCar-v0": (-118.0, 250_000),
     "MountainCarContinuous-v0": (92.0, 1_000_000),
 }
+MINATAR_PPO = {"Asterix": 15.0, "Breakout": 28.0, "Freeway": 58.0, "SpaceInvaders": 131.0}
+
+
+def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
+    """(published return, its env steps, whose) for `algo` on `env`, or Nones."""
+    if env in GYMNAX_BLINES:
+        return (*GYMNAX_BLINES[env], "gymnax-blines PPO")
+    game = env.removesuffix("-MinAtar")
+    if algo == "ppo" and game in MINATAR_PPO:
+        return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
+    return None, None, ""
 
 
 def iqm(values: np.ndarray) -> float:
@@ -72,32 +89,38 @@ def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
     return overrides
 
 
-def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> dict:
+def run_one(
+    algo: str, env: str, num_seeds: int, overrides: dict, out: Path, preset: bool = False
+) -> dict:
     from algorithms import trainer
     from common.rundir import RunDir
 
     module = importlib.import_module(f"algorithms.{algo}")
-    config = module.Config(**{**overrides, "env": env, "num_seeds": num_seeds})
+    base = module.PRESETS[env] if preset else {}
+    config = module.Config(**{**base, **overrides, "env": env, "num_seeds": num_seeds})
     run_dir = out / "runs" / f"{algo}__{env}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a rerun replaces the previous result
     result = trainer.run(config, module.make_train, algo=algo, run_dir=run_dir, verbose=False)
     summary = result.summary
     finals = np.asarray(summary["eval_return"], float)
-    reference, budget = REFERENCES.get(env, (None, None))
+    published, budget, source = reference(algo, env)
     record = {
         "algo": algo,
         "env": env,
         "num_seeds": num_seeds,
         "env_steps": summary["env_steps"],
         "overrides": overrides,
+        "preset": env if preset else None,
+        "sticky_action_prob": getattr(config, "sticky_action_prob", None),
         "final_eval_returns": finals.tolist(),
         "mean": float(finals.mean()),
         "std": float(finals.std()),
         "iqm": iqm(finals),
         "iqm_ci95": bootstrap_ci(finals, iqm),
         "final_train_return_mean": summary["final_return_mean"],
-        "reference": reference,
+        "reference": published,
         "reference_budget": budget,
+        "reference_source": source,
         "compile_s": summary["compile_s"],
         "run_s": summary["run_s"],
         "curve": os.path.relpath(RunDir(run_dir).curve, Path(__file__).parent.parent),
@@ -107,21 +130,31 @@ def run_one(algo: str, env: str, num_seeds: int, overrides: dict, out: Path) -> 
     return record
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def table(out: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
         "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
-        "| IQM [95% CI] | published (gymnax-blines PPO) at env steps |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| IQM [95% CI] | wall time | published at env steps |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
         low, high = r["iqm_ci95"]
-        ref = "" if r["reference"] is None else f"{r['reference']:g} at {r['reference_budget']:,}"
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items())
+        ref = ""
+        if r["reference"] is not None:
+            source = r.get("reference_source", "gymnax-blines PPO")
+            ref = f"{r['reference']:g} at {r['reference_budget']:,} ({source})"
+        flags = [f"--preset {r['preset']}"] if r.get("preset") else []
+        flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
+        if r.get("preset"):  # MinAtar rows say whether actions were sticky
+            flags.append(f"(sticky {r['sticky_action_prob']:g})")
         lines.append(
-            f"| {r['algo']} | {r['env']} | {flags or 'defaults'} | {r['env_steps']:,} | "
-            f"{r['num_seeds']} | "
-            f"{r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} [{low:.1f}, {high:.1f}] | {ref} |"
+            f"| {r['algo']} | {r['env']} | {' '.join(flags) or 'defaults'} | {r['env_steps']:,} "
+            f"| {r['num_seeds']} | {r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} "
+            f"[{low:.1f}, {high:.1f}] | {duration(r['run_s'])} | {ref} |"
         )
     return "\n".join(lines)
 
@@ -132,6 +165,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1"])
     parser.add_argument("--num-seeds", type=int, default=8)
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--presets", action="store_true", help="start from PRESETS[env]")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
@@ -140,7 +174,7 @@ def main() -> None:
         module = importlib.import_module(f"algorithms.{args.algo}")
         overrides = parse_overrides(module.Config, args.set)
         for env in args.envs:
-            record = run_one(args.algo, env, args.num_seeds, overrides, args.out)
+            record = run_one(args.algo, env, args.num_seeds, overrides, args.out, args.presets)
             low, high = record["iqm_ci95"]
             print(
                 f"{args.algo} {env}: {record['mean']:.1f} +- {record['std']:.1f}, IQM "

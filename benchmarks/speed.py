@@ -17,13 +17,21 @@ overridden to match).
     python benchmarks/speed.py                       # the ratios of the README, 3 rounds
     python benchmarks/speed.py --scaling             # also env steps/s vs num_envs, num_seeds
     python benchmarks/speed.py --algo dqn            # DQN: PureJaxRL's CartPole config, 5e5 steps
+    python benchmarks/speed.py --algo ppo-minatar    # PPO on Breakout-MinAtar, 1 and 8 seeds
+    python benchmarks/speed.py --algo pqn-minatar    # PQN against the random-policy ceiling
 
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
 10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
 0.05 over half the run) with rejax's fixed 64x64 ReLU network, 8 evaluation episodes every
 25,000 env steps; results go to speed_dqn.md / speed_dqn.json. `--algo sac` and `--algo td3`:
 canter's CleanRL-style defaults on Pendulum-v1 for 5e4 env steps on both sides (see
-`rejax_offpolicy_train`), results in speed_sac.md / speed_td3.md.
+`rejax_offpolicy_train`), results in speed_sac.md / speed_td3.md. `--algo ppo-minatar`: both
+sides run gymnax-blines' MinAtar PPO (canter's `--preset Breakout-MinAtar`: 64 envs x 128 steps,
+4 epochs x 8 minibatches, lr 5e-4 constant, gamma 0.999, ReLU MLPs 2x256 on the flat grid) on
+Breakout-MinAtar for 100 iterations (819,200 env steps per seed), 8 evaluation episodes every
+50; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar preset (CNN,
+128 envs x 32 steps) for 200 iterations against random actions in the same 128 envs; results
+in speed_pqn-minatar.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -41,28 +49,50 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITERATIONS, EVAL_EVERY, EVAL_EPISODES = 1000, 50, 8
+# The PPO settings both sides run: PureJaxRL's CartPole config, or gymnax-blines' MinAtar one.
+SETUPS = {
+    "ppo": dict(
+        env="CartPole-v1", num_envs=4, num_steps=128, iterations=ITERATIONS, minibatches=4,
+        learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, activation="tanh", hidden=64,
+    ),
+    "ppo-minatar": dict(
+        env="Breakout-MinAtar", num_envs=64, num_steps=128, iterations=100, minibatches=8,
+        learning_rate=5e-4, anneal_lr=False, gamma=0.999, activation="relu", hidden=256,
+    ),
+}  # fmt: skip
+PQN_MINATAR_ITERATIONS = 200
 
 
 # --- one measurement (runs in a fresh process)
 
 
-def canter_config(num_envs: int, num_steps: int, iterations: int, num_seeds: int = 1):
+def canter_config(
+    num_envs: int, num_steps: int, iterations: int, num_seeds: int = 1, algo: str = "ppo"
+):
     from algorithms import ppo
 
+    setup = SETUPS[algo]
     return ppo.Config(
+        env=setup["env"],
         num_seeds=num_seeds,
         num_envs=num_envs,
         num_steps=num_steps,
         total_timesteps=iterations * num_envs * num_steps,
         eval_every=min(EVAL_EVERY, iterations),
         num_eval_envs=EVAL_EPISODES,
+        num_minibatches=setup["minibatches"],
+        learning_rate=setup["learning_rate"],
+        anneal_lr=setup["anneal_lr"],
+        gamma=setup["gamma"],
+        activation=setup["activation"],
+        hidden_size=setup["hidden"],
     )
 
 
-def canter_train(num_envs: int, num_steps: int, iterations: int):
+def canter_train(num_envs: int, num_steps: int, iterations: int, algo: str = "ppo"):
     from algorithms import ppo
 
-    train = ppo.make_train(canter_config(num_envs, num_steps, iterations))
+    train = ppo.make_train(canter_config(num_envs, num_steps, iterations, algo=algo))
 
     def final_return(outputs):
         _, metrics = outputs
@@ -94,25 +124,26 @@ def rejax_finish(algo, env):
     return algo.replace(env=Legacy(env), eval_callback=eval_callback).train, final_return
 
 
-def rejax_train(num_envs: int, num_steps: int, iterations: int):
+def rejax_train(num_envs: int, num_steps: int, iterations: int, algo: str = "ppo"):
     import gymnax
     import optax
     from rejax import PPO
 
-    env, env_params = gymnax.make("CartPole-v1")
+    setup = SETUPS[algo]
+    env, env_params = gymnax.make(setup["env"])
     eval_every = min(EVAL_EVERY, iterations)
-    num_minibatches, epochs = 4, 4
-    schedule = optax.linear_schedule(2.5e-4, 0.0, iterations * epochs * num_minibatches)
-    algo = PPO.create(
+    num_minibatches, epochs, rate = setup["minibatches"], 4, setup["learning_rate"]
+    schedule = optax.linear_schedule(rate, 0.0, iterations * epochs * num_minibatches)
+    created = PPO.create(
         env=env,
         env_params=env_params,
         num_envs=num_envs,
         num_steps=num_steps,
         num_epochs=epochs,
         num_minibatches=num_minibatches,
-        learning_rate=schedule,
+        learning_rate=schedule if setup["anneal_lr"] else rate,
         max_grad_norm=0.5,
-        gamma=0.99,
+        gamma=setup["gamma"],
         gae_lambda=0.95,
         clip_eps=0.2,
         ent_coef=0.01,
@@ -120,10 +151,13 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int):
         total_timesteps=iterations * num_envs * num_steps,
         eval_freq=eval_every * num_envs * num_steps,
         skip_initial_evaluation=True,
-        agent_kwargs={"activation": "tanh"},
+        agent_kwargs={
+            "activation": setup["activation"],
+            "hidden_layer_sizes": (setup["hidden"],) * 2,
+        },
     )
 
-    return rejax_finish(algo, env)
+    return rejax_finish(created, env)
 
 
 def canter_dqn_config(num_seeds: int = 1):
@@ -214,13 +248,14 @@ def rejax_offpolicy_train(algo: str):
     return rejax_finish(created, env)
 
 
-def random_policy(num_envs: int, num_steps: int, iterations: int):
-    """Random actions in gymnax CartPole, `num_envs` wide: the environment's own ceiling."""
+def random_policy(num_envs: int, num_steps: int, iterations: int, env_name: str = "CartPole-v1"):
+    """Random actions in a gymnax env, `num_envs` wide: the environment's own ceiling."""
     import gymnax
     import jax
     import jax.numpy as jnp
 
-    env, params = gymnax.make("CartPole-v1")
+    env, params = gymnax.make(env_name)
+    num_actions = int(env.action_space(params).n)
 
     def train(key):
         reset_keys = jax.random.split(key, num_envs)
@@ -229,7 +264,7 @@ def random_policy(num_envs: int, num_steps: int, iterations: int):
         def step(carry, key):
             state, total = carry
             action_key, step_key = jax.random.split(key)
-            actions = jax.random.randint(action_key, (num_envs,), 0, 2)
+            actions = jax.random.randint(action_key, (num_envs,), 0, num_actions)
             step_keys = jax.random.split(step_key, num_envs)
             obs, state, reward, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 step_keys, state, actions, params
@@ -256,14 +291,17 @@ def measure(
 
         from algorithms import trainer
 
-        module = importlib.import_module(f"algorithms.{algo}")
+        name = algo.removesuffix("-minatar")
+        module = importlib.import_module(f"algorithms.{name}")
         if algo == "dqn":
             config = canter_dqn_config(num_seeds)
         elif algo in ("sac", "td3"):
             config = canter_offpolicy_config(algo, num_seeds)
+        elif algo == "pqn-minatar":
+            config = pqn_minatar_config(num_seeds)
         else:
-            config = canter_config(num_envs, num_steps, iterations, num_seeds)
-        summary = trainer.run(config, module.make_train, algo=algo, verbose=False).summary
+            config = canter_config(num_envs, num_steps, iterations, num_seeds, algo)
+        summary = trainer.run(config, module.make_train, algo=name, verbose=False).summary
         compile_s, run_s, returns = summary["compile_s"], summary["run_s"], summary["eval_return"]
     else:
         if algo in ("dqn", "sac", "td3"):
@@ -281,7 +319,12 @@ def measure(
                 ),
             }
         else:
-            builds = {"canter-pure": canter_train, "rejax": rejax_train, "random": random_policy}
+            env_name = SETUPS.get(algo, {"env": "Breakout-MinAtar"})["env"]
+            builds = {
+                "canter-pure": lambda *sizes: canter_train(*sizes, algo=algo),
+                "rejax": lambda *sizes: rejax_train(*sizes, algo=algo),
+                "random": lambda *sizes: random_policy(*sizes, env_name=env_name),
+            }
         train, final_return = builds[impl](num_envs, num_steps, iterations)
         keys = jax.random.split(jax.random.key(0), num_seeds)
         tic = time.perf_counter()
@@ -296,6 +339,8 @@ def measure(
         env_steps = num_seeds * canter_dqn_config().total_timesteps
     elif algo in ("sac", "td3"):
         env_steps = num_seeds * canter_offpolicy_config(algo).total_timesteps
+    elif algo == "pqn-minatar" and impl == "canter":
+        env_steps = num_seeds * pqn_minatar_config().total_timesteps
     return {
         "impl": impl,
         "algo": algo,
@@ -312,6 +357,43 @@ def measure(
 
 
 # --- the driver
+
+
+def pqn_minatar_config(num_seeds: int = 1):
+    from algorithms import pqn
+
+    preset = pqn.PRESETS["Breakout-MinAtar"]
+    return pqn.Config(
+        **{**preset, "total_timesteps": PQN_MINATAR_ITERATIONS * 128 * 32},
+        num_seeds=num_seeds, eval_every=PQN_MINATAR_ITERATIONS, num_eval_envs=EVAL_EPISODES,
+    )  # fmt: skip
+
+
+def ceiling(repeats: int) -> str:
+    """PQN's MinAtar preset against random actions in the same 128 Breakout envs, one seed."""
+    rows = []
+    for repeat in range(repeats):
+        pair = {i: spawn(i, 1, 128, 32, PQN_MINATAR_ITERATIONS, "pqn-minatar") for i in IMPL_PAIR}
+        rows.append(pair)
+        print(f"  round {repeat}: " + ", ".join(
+            f"{i} {r['steps_per_s']:,.0f} steps/s" for i, r in pair.items()
+        ), flush=True)  # fmt: skip
+    ratios = [r["canter"]["steps_per_s"] / r["random"]["steps_per_s"] for r in rows]
+    lines = [
+        "| measure | canter PQN (CLI runner) | random policy | PQN / random: median (per round) |",
+        "|---|---:|---:|---|",
+    ]
+    for field, label, fmt in (("steps_per_s", "env steps/s", "{:,.0f}"),
+                              ("compile_s", "compile time (s)", "{:.2f}")):  # fmt: skip
+        cells = [fmt.format(statistics.median(r[i][field] for r in rows)) for i in IMPL_PAIR]
+        ratio = "" if field != "steps_per_s" else (
+            f"{statistics.median(ratios):.3f} ({', '.join(f'{x:.3f}' for x in ratios)})"
+        )  # fmt: skip
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(lines)
+
+
+IMPL_PAIR = ("canter", "random")
 
 
 def spawn(
@@ -343,9 +425,9 @@ def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dic
     for num_seeds in seed_counts:
         rounds = []
         for repeat in range(repeats):
-            rounds.append(
-                {impl: spawn(impl, num_seeds, 4, 128, ITERATIONS, algo) for impl in IMPLS}
-            )
+            setup = SETUPS.get(algo, SETUPS["ppo"])
+            sizes = (setup["num_envs"], setup["num_steps"], setup["iterations"])
+            rounds.append({impl: spawn(impl, num_seeds, *sizes, algo) for impl in IMPLS})
             times = ", ".join(
                 f"{impl} {r['run_s']:.2f} s (compile {r['compile_s']:.2f})"
                 for impl, r in rounds[-1].items()
@@ -462,7 +544,9 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64, 256, 1024])
     parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--algo", choices=["ppo", "dqn", "sac", "td3"], default="ppo")
+    parser.add_argument(
+        "--algo", choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar"], default="ppo"
+    )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -471,6 +555,12 @@ def main() -> None:
         return
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.algo == "pqn-minatar":
+        print(f"PQN against the random-policy ceiling, {machine()}", flush=True)
+        table = ceiling(args.repeats)
+        (args.out / "speed_pqn-minatar.md").write_text(f"{table}\n\nMachine: {machine()}.\n")
+        print(table)
+        return
     print(f"head to head, {machine()}", flush=True)
     rows = head_to_head(args.repeats, args.seeds, args.algo)
     table = speed_table(rows)

@@ -108,8 +108,24 @@ def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tu
         if "--resume" in argv:
             raise ConfigError("--preset and --resume do not mix: a resumed run keeps its config.")
         argv, preset = argv[:at] + argv[at + 2 :], presets[name]
+        env = _flag_value(argv, "--env")
+        if env is not None and "env" in preset and env != preset["env"]:
+            raise ConfigError(
+                f"--preset {name} is tuned for --env {preset['env']}, not --env {env}; drop "
+                f"--env, or use --preset {env} if it exists (presets: {', '.join(presets)})."
+            )
     if "--resume" in argv and argv.index("--resume") + 1 < len(argv):
         run_dir = RunDir(Path(argv[argv.index("--resume") + 1]))
         _, config, sweep = run_dir.load_config(config_cls, algo)
         return argv, config, sweep
     return argv, config_cls(**(preset or {})), {}
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """The value given to `flag` in `argv` (`--flag VALUE` or `--flag=VALUE`), if any."""
+    for at, arg in enumerate(argv):
+        if arg == flag and at + 1 < len(argv):
+            return argv[at + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None

@@ -12,8 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import jax
+from jax.typing import ArrayLike
+
 from common.config import ConfigError
-from common.wrappers import EpisodeStats, FlattenObservation, ObservationSubset
+from common.wrappers import EpisodeStats, FloatObservation, ObservationSubset, StickyActions
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -24,6 +27,10 @@ UNAVAILABLE = {
 }
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
+
+# The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+STICKY_ACTION_ENVS = tuple(f"{game}-MinAtar" for game in MINATAR_GAMES)
 
 
 def _cartpole_no_velocity() -> tuple[Any, Any]:
@@ -83,24 +90,36 @@ def action_kind(env: Any, params: Any) -> ActionKind:
 
 @functools.cache
 def _build(name: str) -> tuple[Any, Any]:
+    """The bare environment `name` (built once: see the module docstring)."""
     import gymnax
 
     if name in UNAVAILABLE:
         raise ConfigError(f"{name} is not available: {UNAVAILABLE[name]}.")
-    if name in _EXTRA_ENVS:
-        env, params = _EXTRA_ENVS[name]()
-    elif name in gymnax.registered_envs:
-        env, params = gymnax.make(name)
-    else:
-        raise ConfigError(f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}.")
-    return EpisodeStats(FlattenObservation(env)), params
+    # Constructors make arrays (MinAtar's action sets); under a trace (the first make_train of
+    # a process may run inside jit or vmap, as evaluate.py's) they would be cached as tracers.
+    with jax.ensure_compile_time_eval():
+        if name in _EXTRA_ENVS:
+            return _EXTRA_ENVS[name]()
+        if name in gymnax.registered_envs:
+            return gymnax.make(name)
+    raise ConfigError(f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}.")
 
 
-def make_env(name: str, *, action: ActionKind | None = None, algorithm: str = "") -> tuple:
-    """Env `name` with flat observations and episode statistics, and its default params.
+def make_env(
+    name: str,
+    *,
+    action: ActionKind | None = None,
+    algorithm: str = "",
+    image: bool = False,
+    sticky_action_prob: float | ArrayLike = 0.0,
+) -> tuple:
+    """Env `name` with float observations and episode statistics, and its default params.
 
-    With `action`, fail (before anything compiles) when the env's action space is of the other
-    kind, naming the canter files that handle it.
+    Observations are flat vectors, or with `image` keep their HxWxC shape (for a CNN; an env
+    without image observations is refused). With `action`, fail (before anything compiles)
+    when the env's action space is of the other kind, naming the canter files that handle it.
+    `sticky_action_prob` wraps the MinAtar games in `StickyActions` (always, so a traced
+    probability gives the same program as a concrete one); above 0 elsewhere it is refused.
     """
     env, params = _build(name)
     kind = action_kind(env, params)
@@ -115,4 +134,17 @@ def make_env(name: str, *, action: ActionKind | None = None, algorithm: str = ""
             f"{name} has a {kind} action space, but {algorithm or 'this algorithm'} handles "
             f"{action} actions only; {where}."
         )
-    return env, params
+    shape = tuple(env.observation_space(params).shape)
+    if image and len(shape) != 3:
+        raise ConfigError(
+            f"network 'cnn' needs image observations (height x width x channels), but {name} "
+            f"gives shape {shape}; use --network mlp (image envs: {', '.join(STICKY_ACTION_ENVS)})."
+        )
+    if name in STICKY_ACTION_ENVS:
+        env = StickyActions(env, sticky_action_prob)
+    elif not isinstance(sticky_action_prob, jax.Array) and sticky_action_prob > 0:
+        raise ConfigError(
+            f"sticky_action_prob = {sticky_action_prob}, but {name} does not support sticky "
+            f"actions (those that do: {', '.join(STICKY_ACTION_ENVS)}); set it to 0."
+        )
+    return EpisodeStats(FloatObservation(env, keep_shape=image)), params

@@ -99,7 +99,9 @@ def run(
     """
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
-    train = make_train(config)  # validates the rest, builds the env; nothing compiled yet
+    # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
+    # the env has none) and builds its env; nothing is compiled yet.
+    train = [make_train(point) for point in batch.point_configs][0]
     out = _check_options(run_dir, resume, checkpoint_every, track)
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None

@@ -1,4 +1,5 @@
-"""Neutral gymnax wrappers: they change what is recorded or the layout, never the numbers learned.
+"""gymnax wrappers. All but `StickyActions` are neutral: they change what is recorded or the
+layout, never the numbers learned; `StickyActions` changes the environment, only on request.
 
 Every wrapper acts on one environment (`reset(key, params)`, `step(key, state, action, params)`,
 gymnax 1.0 six-value step); callers vmap over environments.
@@ -10,6 +11,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
 
@@ -28,16 +30,18 @@ class Wrapper:
         return getattr(self._env, "unwrapped", self._env)
 
 
-class FlattenObservation(Wrapper):
-    """Observations (and final observations) as flat float32 vectors, e.g. MinAtar's 10x10xC; a
-    discrete observation (FrozenLake's cell index) one-hot, as Gymnasium flattens Discrete."""
+class FloatObservation(Wrapper):
+    """Observations (and final observations) as float32, flattened to vectors unless
+    `keep_shape` (MinAtar's 10x10xC grids stay images for a CNN); a discrete observation
+    (FrozenLake's cell index) one-hot, as Gymnasium flattens Discrete."""
 
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, keep_shape: bool = False):
         from gymnax.environments import spaces  # gymnax starts JAX's backend on import
 
         super().__init__(env)
         space = env.observation_space(env.default_params)
         self._one_hot = int(space.n) if isinstance(space, spaces.Discrete) else None
+        self._keep_shape = keep_shape
 
     def observation_space(self, params: Any) -> Any:
         from gymnax.environments import spaces
@@ -45,24 +49,65 @@ class FlattenObservation(Wrapper):
         if self._one_hot is not None:
             return spaces.Box(0.0, 1.0, (self._one_hot,), jnp.float32)
         space = self._env.observation_space(params)
-        size = math.prod(space.shape)
-        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape).reshape(size)
-        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape).reshape(size)
-        return spaces.Box(low, high, (size,), jnp.float32)
+        shape = tuple(space.shape) if self._keep_shape else (math.prod(space.shape),)
+        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape).reshape(shape)
+        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape).reshape(shape)
+        return spaces.Box(low, high, shape, jnp.float32)
 
     def reset(self, key: Array, params: Any) -> tuple[Array, Any]:
         obs, state = self._env.reset(key, params)
-        return self._flat(obs), state
+        return self._float(obs), state
 
     def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        info = {**info, "final_observation": self._flat(info["final_observation"])}
-        return self._flat(obs), state, reward, terminated, truncated, info
+        info = {**info, "final_observation": self._float(info["final_observation"])}
+        return self._float(obs), state, reward, terminated, truncated, info
 
-    def _flat(self, obs: Array) -> Float[Array, " obs_dim"]:
+    def _float(self, obs: Array) -> Float[Array, "..."]:
         if self._one_hot is not None:
             return jax.nn.one_hot(obs, self._one_hot, dtype=jnp.float32).reshape(-1)
-        return jnp.asarray(obs, jnp.float32).reshape(-1)
+        obs = jnp.asarray(obs, jnp.float32)
+        return obs if self._keep_shape else obs.reshape(-1)
+
+
+class StickyActionsState(eqx.Module):
+    """The wrapped state and the action last executed (0 at an episode's start, as MinAtar)."""
+
+    env_state: Any
+    last_action: Int[Array, ""]
+
+
+class StickyActions(Wrapper):
+    """With probability `prob` per step the environment repeats the action it executed last
+    instead of the agent's (Machado et al. 2018; MinAtar's default is 0.1).
+
+    This changes the environment, so the numbers learned: algorithms apply it through
+    `make_env(..., sticky_action_prob=...)`, from a Config field. `prob` may be traced (the
+    runner traces float fields; a sweep), so the draw happens on every step, whatever its
+    value; at 0 it never sticks. Not gymnax's `StickyActionWrapper`: that one needs a Python
+    float, and keeps the last action across an auto-reset where MinAtar starts over from 0.
+    """
+
+    def __init__(self, env: Any, prob: float | ArrayLike):
+        super().__init__(env)
+        self._prob = prob
+
+    def reset(self, key: Array, params: Any) -> tuple[Array, StickyActionsState]:
+        obs, env_state = self._env.reset(key, params)
+        return obs, StickyActionsState(env_state, jnp.zeros((), jnp.int32))
+
+    def step(
+        self, key: Array, state: StickyActionsState, action: Array | int, params: Any
+    ) -> tuple:
+        sticky_key, key = jax.random.split(key)
+        stick = jax.random.uniform(sticky_key) < self._prob
+        executed = jnp.where(stick, state.last_action, jnp.asarray(action, jnp.int32))
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, executed, params
+        )
+        # The env auto-reset on an episode end: the next episode starts from action 0 again.
+        last = jnp.where(jnp.logical_or(terminated, truncated), 0, executed)
+        return obs, StickyActionsState(env_state, last), reward, terminated, truncated, info
 
 
 class EpisodeStatsState(eqx.Module):
@@ -147,3 +192,10 @@ class ObservationSubset(Wrapper):
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         info = {**info, "final_observation": info["final_observation"][self._indices]}
         return obs[self._indices], state, reward, terminated, truncated, info
+
+
+def base_state(state: Any) -> Any:
+    """The gymnax environment's own state inside the wrappers' states (what gymnax draws)."""
+    while isinstance(state, EpisodeStatsState | StickyActionsState):
+        state = state.env_state
+    return state

@@ -55,7 +55,7 @@ def test_polyak_update():
 
 
 def test_dueling_head_mean_advantage_is_the_value():
-    net = dqn.QNetwork(3, 4, (8,), True, jax.random.key(0))
+    net = dqn.QNetwork((3,), 4, dqn.Config(hidden_sizes=(8,), dueling=True), jax.random.key(0))
     x = jnp.ones(3)
     hidden = jax.nn.relu(net.layers[0](x))
     np.testing.assert_allclose(net(x).mean(), net.value_head(hidden)[0], rtol=1e-5, atol=1e-6)
