@@ -28,9 +28,9 @@ canter's CleanRL-style defaults on Pendulum-v1 for 5e4 env steps on both sides (
 `rejax_offpolicy_train`), results in speed_sac.md / speed_td3.md. `--algo ppo-minatar`: both
 sides run gymnax-blines' MinAtar PPO (canter's `--preset Breakout-MinAtar`: 64 envs x 128 steps,
 4 epochs x 8 minibatches, lr 5e-4 constant, gamma 0.999, ReLU MLPs 2x256 on the flat grid) on
-Breakout-MinAtar for 100 iterations (819,200 env steps per seed), 8 evaluation episodes every
-50; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar preset (CNN,
-128 envs x 32 steps) for 200 iterations against random actions in the same 128 envs; results
+Breakout-MinAtar for 20 iterations (163,840 env steps per seed), 8 evaluation episodes at the
+end; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar preset (CNN,
+128 envs x 32 steps) for 50 iterations against random actions in the same 128 envs; results
 in speed_pqn-minatar.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
@@ -56,11 +56,11 @@ SETUPS = {
         learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, activation="tanh", hidden=64,
     ),
     "ppo-minatar": dict(
-        env="Breakout-MinAtar", num_envs=64, num_steps=128, iterations=100, minibatches=8,
+        env="Breakout-MinAtar", num_envs=64, num_steps=128, iterations=20, minibatches=8,
         learning_rate=5e-4, anneal_lr=False, gamma=0.999, activation="relu", hidden=256,
     ),
 }  # fmt: skip
-PQN_MINATAR_ITERATIONS = 200
+PQN_MINATAR_ITERATIONS = 50
 
 
 # --- one measurement (runs in a fresh process)
@@ -363,10 +363,11 @@ def pqn_minatar_config(num_seeds: int = 1):
     from algorithms import pqn
 
     preset = pqn.PRESETS["Breakout-MinAtar"]
-    return pqn.Config(
-        **{**preset, "total_timesteps": PQN_MINATAR_ITERATIONS * 128 * 32},
-        num_seeds=num_seeds, eval_every=PQN_MINATAR_ITERATIONS, num_eval_envs=EVAL_EPISODES,
-    )  # fmt: skip
+    steps = PQN_MINATAR_ITERATIONS * 128 * 32
+    return pqn.Config(**{
+        **preset, "total_timesteps": steps, "num_seeds": num_seeds,
+        "eval_every": PQN_MINATAR_ITERATIONS, "num_eval_envs": EVAL_EPISODES,
+    })  # fmt: skip
 
 
 def ceiling(repeats: int) -> str:

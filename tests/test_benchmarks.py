@@ -55,7 +55,9 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
     """The README's results and speed tables are copies of what the scripts last wrote."""
     readme = (repo_root / "README.md").read_text()
     results = ("returns/returns.md", "speed.md", "scaling.md")
-    results += tuple(f"speed_{algo}.md" for algo in ("dqn", "sac", "td3"))
+    results += tuple(
+        f"speed_{algo}.md" for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar")
+    )
     for path in (f"benchmarks/results/{name}" for name in results):
         table = [
             line for line in (repo_root / path).read_text().splitlines() if line.startswith("|")
