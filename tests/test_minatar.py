@@ -207,6 +207,7 @@ TINY = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_cnn_variant_runs_vmapped_equal_to_single_runs(name):
     module = MODULES[name]
@@ -225,6 +226,7 @@ def test_cnn_variant_runs_vmapped_equal_to_single_runs(name):
     assert any(not np.allclose(leaf[0], leaf[1]) for leaf in leaves)  # seeds differ
 
 
+@pytest.mark.slow
 def test_cli_minatar_preset_records_its_settings_and_renders(repo_root, tmp_path):
     from tests.checks import assert_evaluates_and_renders
 

@@ -178,6 +178,7 @@ def on_devices(repo_root, devices, run_dir, mode):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device(repo_root, tmp_path):
     import shutil
 
@@ -238,6 +239,7 @@ def two_processes(repo_root, run_dir):
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
 
 
+@pytest.mark.slow
 def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_root, tmp_path):
     # Two processes stop after two intervals (a checkpoint on disk), then resume from it.
     run_dir = tmp_path / "run"
@@ -272,6 +274,7 @@ def cli(repo_root, *args, **kwargs):
     )
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_loses_at_most_one_interval(repo_root, tmp_path):
     args = ["--total-timesteps", str(512 * 600), "--eval-every", "60", "--num-eval-envs", "2"]
     whole = cli(repo_root, *args, "--run-dir", str(tmp_path / "whole"))
