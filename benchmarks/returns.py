@@ -44,15 +44,24 @@ GYMNAX_BLINES = {
     "MountainCarContinuous-v0": (92.0, 1_000_000),
 }
 MINATAR_PPO = {"Asterix": 15.0, "Breakout": 28.0, "Freeway": 58.0, "SpaceInvaders": 131.0}
+# Published without a number to read off (curves only): said in the table all the same.
+CURVES_ONLY = {"pqn": "purejaxql PQN: curves only", "dqn": "Young & Tian 2019 DQN: curves only"}
+# Other published figures a row is set beside, in words (a different measure or network).
+ALSO = {
+    ("ppo", "SpaceInvaders-MinAtar"): "training return about 170 at 10,000,000 "
+    "(PureJaxRL MinAtar notebook, MLP 2x64)",
+}
 
 
 def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
-    """(published return, its env steps, whose) for `algo` on `env`, or Nones."""
+    """(published return, its env steps, whose) for `algo` on `env`, or Nones and a remark."""
     if env in GYMNAX_BLINES:
         return (*GYMNAX_BLINES[env], "gymnax-blines PPO")
     game = env.removesuffix("-MinAtar")
     if algo == "ppo" and game in MINATAR_PPO:
         return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
+    if env.endswith("-MinAtar") and algo in CURVES_ONLY:
+        return None, None, CURVES_ONLY[algo]
     return None, None, ""
 
 
@@ -124,10 +133,20 @@ def run_one(
         "compile_s": summary["compile_s"],
         "run_s": summary["run_s"],
         "curve": os.path.relpath(RunDir(run_dir).curve, Path(__file__).parent.parent),
-        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
+        "machine": machine(),
     }
     (out / f"{algo}__{env}.json").write_text(json.dumps(record, indent=1))
     return record
+
+
+def machine() -> str:
+    """The accelerator the run used, or the CPU's core count where it ran on the CPU."""
+    import jax
+
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return f"{os.cpu_count()} CPU cores, {platform.machine()}"
+    return f"1 {device.device_kind} ({device.platform})"
 
 
 def duration(seconds: float) -> str:
@@ -138,23 +157,26 @@ def table(out: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
         "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
-        "| IQM [95% CI] | wall time | published at env steps |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| IQM [95% CI] | final train return | wall time | published at env steps |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
         low, high = r["iqm_ci95"]
-        ref = ""
-        if r["reference"] is not None:
-            source = r.get("reference_source", "gymnax-blines PPO")
-            ref = f"{r['reference']:g} at {r['reference_budget']:,} ({source})"
+        published, budget, source = reference(r["algo"], r["env"])  # the current list
+        ref = f"{published:g} at {budget:,} ({source})" if published is not None else source
+        if (r["algo"], r["env"]) in ALSO:
+            ref += f"; {ALSO[r['algo'], r['env']]}"
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
         if r.get("preset"):  # MinAtar rows say whether actions were sticky
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
+        gpu = "CPU" not in r.get("machine", "CPU")
+        where = f" ({r['machine'].removeprefix('1 ').split(' (')[0]})" if gpu else ""
         lines.append(
             f"| {r['algo']} | {r['env']} | {' '.join(flags) or 'defaults'} | {r['env_steps']:,} "
             f"| {r['num_seeds']} | {r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} "
-            f"[{low:.1f}, {high:.1f}] | {duration(r['run_s'])} | {ref} |"
+            f"[{low:.1f}, {high:.1f}] | {r['final_train_return_mean']:.1f} "
+            f"| {duration(r['run_s'])}{where} | {ref} |"
         )
     return "\n".join(lines)
 
