@@ -21,9 +21,9 @@ from jaxtyping import Array, Int, PRNGKeyArray
 
 from common.batch import seed_keys
 from common.evaluation import run_episodes
-from common.runner import RunResult, run
+from common.runner import Interval, RunResult, run
 
-__all__ = ["Train", "when", "cli", "run", "RunResult", "seed_keys"]
+__all__ = ["Train", "when", "cli", "run", "RunResult", "Interval", "seed_keys"]
 
 Metrics = dict[str, Array]
 

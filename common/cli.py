@@ -1,7 +1,10 @@
 """The command line of every algorithm file: Config fields and run options as flags (tyro).
 
-Bad input (a ConfigError from a Config, `make_train` or the runner) exits with code 2 and a
-one-line message before anything compiles.
+Exit codes: 0 the run finished (or a callback stopped it); 2 bad input (a ConfigError from a
+Config, `make_train` or the runner: a one-line message, before anything compiles); 3 the run
+finished but a seed diverged (or `--stop-on-divergence` stopped it); 75 (EX_TEMPFAIL) stopped
+by SIGTERM or SIGINT after checkpointing: `--resume` continues it; 143 or 130 a second signal
+ended it at once (the previous checkpoint stands).
 """
 
 import dataclasses
@@ -18,6 +21,7 @@ import tyro
 
 from common.batch import parse_sweep
 from common.config import ConfigError
+from common.debug import run_debug
 from common.devices import use_cpu_cores
 from common.rundir import RunDir
 from common.runner import RunResult, run
@@ -37,6 +41,12 @@ class RunOptions:
     """Also log to TensorBoard and/or W&B (pip install -e '.[log]'; WANDB_MODE=offline works)."""
     sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
     """Grid over float fields in one program, e.g. --sweep learning_rate=1e-4,3e-4 (repeatable)."""
+    stop_on_divergence: bool = False
+    """Stop (checkpointed, exit 3) at the first seed whose state or metrics go NaN or inf;
+    by default the other seeds go on and the run exits 3 at the end."""
+    debug: bool = False
+    """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
+    a breakpoint() in step stops with real values (common/debug.py)."""
     compile_cache: bool = True
     """Reuse compiled programs across runs (JAX's persistent cache, ~/.cache/canter/jax or
     $JAX_COMPILATION_CACHE_DIR); --no-compile-cache compiles cold."""
@@ -55,8 +65,11 @@ def use_compile_cache(enabled: bool) -> Path | None:
     return Path(jax.config.jax_compilation_cache_dir)
 
 
-def main(config_cls: type, make_train: Callable, presets: dict[str, dict[str, Any]]) -> RunResult:
-    """Parse the flags (a preset or a resumed run's config are the defaults), then `run`."""
+def main(
+    config_cls: type, make_train: Callable, presets: dict[str, dict[str, Any]]
+) -> RunResult | None:
+    """Parse the flags (a preset or a resumed run's config are the defaults), then `run`
+    (or, with --debug, `run_debug`); exit with a nonzero code as the module doc says."""
     use_cpu_cores()  # before anything touches JAX's devices (common/devices.py)
     algo = Path(inspect.getfile(make_train)).stem
     try:
@@ -70,17 +83,36 @@ def main(config_cls: type, make_train: Callable, presets: dict[str, dict[str, An
 
         config, options = tyro.cli(parse, args=argv, description=_describe(make_train, presets))
         use_compile_cache(options.compile_cache)
+        if options.debug:
+            if options.sweep:
+                raise ConfigError("--debug runs one configuration; drop --sweep.")
+            run_debug(config, make_train, algo=algo)
+            return None
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         default_dir = Path("runs") / f"{config.env}__{algo}__{config.seed}__{stamp}"
-        return run(
+        result = run(
             config, make_train, algo=algo, run_dir=options.resume or options.run_dir or default_dir,
             sweep=parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep,
             resume=options.resume is not None, checkpoint_every=options.checkpoint_every,
-            track=options.track,
+            track=options.track, stop_on_divergence=options.stop_on_divergence,
         )  # fmt: skip
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    code = exit_code(result.summary)
+    if code:
+        raise SystemExit(code)
+    return result
+
+
+EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_PREEMPTED = 2, 3, 75
+
+
+def exit_code(summary: dict[str, Any]) -> int:
+    """The exit code of a finished run (see the module doc)."""
+    if summary["stopped"] in ("SIGTERM", "SIGINT"):
+        return EXIT_PREEMPTED
+    return EXIT_DIVERGED if summary["diverged"] else 0
 
 
 def _describe(make_train: Callable, presets: dict[str, dict[str, Any]]) -> str:

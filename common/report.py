@@ -47,30 +47,40 @@ def summarize(
     metrics: dict[str, dict[str, np.ndarray]],
     env_steps: int,
     complete: bool,
+    stopped: str | None,
+    diverged: list[dict[str, Any]],
     compile_s: float,
     run_s: float,
     host_s: float,
 ) -> dict[str, Any]:
-    """summary.json: final training and evaluation returns per entry and per point, timings.
+    """summary.json: final training and evaluation returns per entry and per point, timings,
+    why the run stopped early (if it did), and the diverged seeds.
 
     `metrics` are arranged (`[(points,) seeds, intervals]`); `env_steps` are one seed's.
+    Means and stds are over the seeds that stayed finite (NaN where none did).
     """
     final = metrics["train"]["episodic_return"][..., -1]
     final_eval = metrics["eval"]["episodic_return"][..., -1]
     num_points = len(batch.points)
-    per_point = [
-        {
-            **values,
-            "final_return_mean": float(np.nanmean(f)),
-            "final_return_std": float(np.nanstd(f)),
-            "eval_return_mean": float(np.mean(e)),
-            "eval_return_std": float(np.std(e)),
-        }
-        for values, f, e in zip(
-            batch.points, final.reshape(num_points, -1), final_eval.reshape(num_points, -1),
-            strict=True,
-        )
-    ]  # fmt: skip
+    healthy = np.ones((num_points, len(batch.seeds)), bool)
+    for d in diverged:
+        healthy[batch.points.index(d["point"]), batch.seeds.index(d["seed"])] = False
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: every seed diverged
+        per_point = [
+            {
+                **values,
+                "final_return_mean": float(np.nanmean(f[ok])),
+                "final_return_std": float(np.nanstd(f[ok])),
+                "eval_return_mean": float(np.nanmean(e[ok])),
+                "eval_return_std": float(np.nanstd(e[ok])),
+                "finite_seeds": int(ok.sum()),
+            }
+            for values, f, e, ok in zip(
+                batch.points, final.reshape(num_points, -1), final_eval.reshape(num_points, -1),
+                healthy, strict=True,
+            )
+        ]  # fmt: skip
     return {
         "env": batch.config.env,
         "algo": algo,
@@ -81,6 +91,8 @@ def summarize(
         "env_steps": env_steps,
         "intervals": int(metrics["train"]["episodic_return"].shape[-1]),
         "complete": complete,
+        "stopped": stopped,
+        "diverged": diverged,
         "compile_s": compile_s,
         "run_s": run_s,
         "host_s": host_s,
@@ -105,10 +117,20 @@ def report(say: Say, summary: dict[str, Any]) -> None:
                 + f"  {point['eval_return_mean']:8.2f} +- {point['eval_return_std']:6.2f}"
             )
     else:
+        finite = summary["finite_seeds"]
+        seeds = f"{summary['num_seeds']} seeds" + (
+            f", {finite} finite" if finite < summary["num_seeds"] else ""
+        )
         say(
             f"done: return {summary['final_return_mean']:.2f} +- {summary['final_return_std']:.2f}"
             f"  eval {summary['eval_return_mean']:.2f} +- {summary['eval_return_std']:.2f}"
-            f"  ({summary['num_seeds']} seeds, {summary['env_steps']:,} env steps each)"
+            f"  ({seeds}, {summary['env_steps']:,} env steps each)"
+        )
+    for d in summary["diverged"]:
+        where = ", ".join(f"{k}={v:g}" for k, v in d["point"].items())
+        say(
+            f"      DIVERGED: seed {d['seed']}{' at ' + where if where else ''} from interval "
+            f"{d['interval']} ({d['env_steps']:,} env steps); excluded from the means above"
         )
     say(
         f"      compile {summary['compile_s']:.1f} s  run {summary['run_s']:.1f} s  "

@@ -9,7 +9,9 @@ with any device count: checkpoints hold the batch without its device padding.
 
 import dataclasses
 import importlib.util
+import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from common import checkpoint, report
+from common import checkpoint, health, report
 from common.batch import Batch, make_batch
 from common.config import ConfigError
 from common.devices import batch_shardings, gather, pad, place, use_cpu_cores
+from common.interrupts import Preemption, call
 from common.logging import MetricsLog
 from common.rundir import RunDir, config_record
 
@@ -38,6 +41,30 @@ class RunResult:
     metrics: dict[str, dict[str, np.ndarray]]
     summary: dict[str, Any]
     run_dir: Path | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """What a callback sees after each interval, on the host.
+
+    `metrics` are `{"train": {name: values}, "eval": {...}}`, values `[num_seeds]` (or
+    `[points, num_seeds]` with a sweep) for this interval; `diverged` labels the entries whose
+    state went non-finite so far. `state()` gathers the batch's state to the host on demand
+    (under multi-host a collective: every process calls it, or none).
+    """
+
+    index: int
+    num_intervals: int
+    env_steps: int
+    metrics: dict[str, dict[str, np.ndarray]]
+    diverged: list[str]
+    gather_state: Callable[[], Any]
+
+    def state(self) -> Any:
+        return self.gather_state()
+
+
+Callback = Callable[[Interval], bool | None]
 
 
 @dataclasses.dataclass
@@ -63,8 +90,13 @@ def compile_programs(make_train: Callable, batch: Batch) -> Programs:
     sharded, replicated, padded = batch_shardings(batch.size)
     configs, keys = (place(pad(x, padded), sharded) for x in batch.inputs())
     start_jit = jax.jit(jax.vmap(lambda c, k: make_train(c).start(k)), out_shardings=sharded)
+
+    def checked_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
+        state, metrics = make_train(config).interval(state, key, index)
+        return state, metrics, health.finite(state, metrics)
+
     interval_jit = jax.jit(
-        jax.vmap(lambda c, s, k, i: make_train(c).interval(s, k, i), in_axes=(0, 0, 0, None)),
+        jax.vmap(checked_interval, in_axes=(0, 0, 0, None)),
         in_shardings=(sharded, sharded, sharded, replicated),
         out_shardings=sharded,
         donate_argnums=1,
@@ -89,13 +121,18 @@ def run(
     checkpoint_every: int = 5,
     track: tuple[str, ...] = (),
     stop_after: int | None = None,
+    stop_on_divergence: bool = False,
+    callbacks: tuple[Callback, ...] | list[Callback] = (),
     verbose: bool = True,
 ) -> RunResult:
     """Train `config` over its seeds (and `sweep` grid) with checkpoints and logs in `run_dir`.
 
     `run_dir=None` writes nothing. A checkpoint is written every `checkpoint_every` intervals
-    (0: only at the end) and at the end. `stop_after=k` stops (checkpointed) after k intervals
-    in this call, as a preempted job would; the summary then covers the intervals done so far.
+    (0: only at the end) and whenever the run stops. It stops early, checkpointed, after
+    `stop_after` intervals in this call (as a preempted job would), on SIGTERM or SIGINT
+    (common/interrupts.py), when a callback returns True, and with `stop_on_divergence` when a
+    seed diverges (common/health.py); `summary["stopped"]` says why, and the summary covers the
+    intervals done. Each callback is called after every interval with an `Interval`.
     """
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
@@ -111,46 +148,100 @@ def run(
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
     record = config_record(algo, config, batch.sweep)
     state, eval_keys = programs.start(programs.configs, programs.keys)
-    first, earlier_s, history = 0, 0.0, []
+    first, earlier_s, history, diverged = 0, 0.0, [], health.Divergence.none(batch)
     if resume:
-        state, first, earlier_s, history = _resume(out, programs, batch, record)
+        state, first, earlier_s, history, diverged.first = _resume(out, programs, batch, record)
         _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
     log = _open_log(out if main else None, batch, train, track, record, history)
     bar, writer = report.progress(train.num_intervals, first, say), checkpoint.Writer()
     end = (
         train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
     )
-    host_s, tic = 0.0, time.perf_counter()
-    for i in range(first, end):
-        state, metrics = programs.interval(programs.configs, state, eval_keys, jnp.int32(i))
-        history.append(jax.tree.map(lambda x: x[: batch.size], gather(metrics)))
-        host_tic = time.perf_counter()
-        bar(i, _line(train, history[-1], i, first, batch.size, host_tic - tic))
-        if log is not None:
-            log.log([_row(train, i, history[-1], b) for b in range(batch.size)])
-        if out is not None and (
-            i + 1 == end or checkpoint_every and (i + 1) % checkpoint_every == 0
-        ):
-            entries = jax.tree.map(lambda x: x[: batch.size], gather(state))  # a collective
-            header = {
-                "algo": algo,
-                "config": record,
-                "batch": batch.size,
-                "interval": i + 1,
-                "run_s": earlier_s + host_tic - tic,
-                "history": _to_lists(history),
-            }
-            if main:
-                writer.submit(out.checkpoint, {"state": entries}, header)
-        host_s += time.perf_counter() - host_tic
-    writer.close()
+    host_s, tic, stopped = 0.0, time.perf_counter(), None
+    with Preemption() as preemption:
+        for i in range(first, end):
+            state, metrics, ok = call(  # off the main thread: signals are handled meanwhile
+                programs.interval, programs.configs, state, eval_keys, jnp.int32(i)
+            )
+            history.append(jax.tree.map(lambda x: x[: batch.size], gather(metrics)))
+            host_tic = time.perf_counter()
+            bar(i, _line(train, history[-1], i, first, batch.size, host_tic - tic))
+            for b in diverged.update(i + 1, gather(ok)[: batch.size]):
+                _say(say, f"diverged: {diverged.describe(b)} at interval {i + 1} "
+                          f"({train.env_steps(i):,} env steps): a NaN or inf in its state or "
+                          "metrics; the other seeds go on")  # fmt: skip
+            if log is not None:
+                log.log([_row(train, i, history[-1], b) for b in range(batch.size)])
+            stopped = _stop_reason(
+                preemption, callbacks, diverged, stop_on_divergence, batch, train, i, history,
+                lambda state=state: jax.tree.map(batch.arrange, gather(state)),
+            )  # fmt: skip
+            if out is not None and (
+                stopped or i + 1 == end or checkpoint_every and (i + 1) % checkpoint_every == 0
+            ):
+                entries = jax.tree.map(lambda x: x[: batch.size], gather(state))  # a collective
+                header = {
+                    "algo": algo,
+                    "config": record,
+                    "batch": batch.size,
+                    "interval": i + 1,
+                    "run_s": earlier_s + host_tic - tic,
+                    "history": _to_lists(history),
+                    "diverged": diverged.first,
+                }
+                if main:
+                    writer.submit(out.checkpoint, {"state": entries}, header)
+            host_s += time.perf_counter() - host_tic
+            if stopped:
+                break
+        writer.close()  # the last checkpoint is on disk before the run returns
     bar(None, "")
+    if stopped is None and len(history) < train.num_intervals:
+        stopped = "stop_after"
+    if stopped:
+        _say(say, _stopped_line(stopped, len(history), train.num_intervals, out))
     timings = {
         "compile_s": programs.compile_s,
         "run_s": earlier_s + time.perf_counter() - tic,
         "host_s": host_s,
     }
-    return _finish(algo, batch, train, state, history, timings, log, out, say)
+    return _finish(algo, batch, train, state, history, timings, log, out, say, stopped, diverged)
+
+
+def _stop_reason(
+    preemption: Preemption,
+    callbacks: Any,
+    diverged: health.Divergence,
+    stop_on_divergence: bool,
+    batch: Batch,
+    train: Any,
+    i: int,
+    history: list,
+    gather_state: Callable[[], Any],
+) -> str | None:
+    """Why the run stops after interval i, or None: a signal, a divergence, a callback."""
+    if preemption.signal:
+        return preemption.signal
+    if stop_on_divergence and any(at is not None for at in diverged.first):
+        return "divergence"
+    if not callbacks:
+        return None
+    arranged = jax.tree.map(batch.arrange, history[-1])
+    labels = [batch.labels[b] for b, at in enumerate(diverged.first) if at is not None]
+    event = Interval(i, train.num_intervals, train.env_steps(i), arranged, labels, gather_state)
+    asked = [getattr(hook, "__name__", type(hook).__name__) for hook in callbacks if hook(event)]
+    return f"callback {asked[0]}" if asked else None
+
+
+def _stopped_line(stopped: str, done: int, total: int, out: RunDir | None) -> str:
+    """What to tell the user when a run stops before its last interval."""
+    saved = f"checkpoint {out.checkpoint}" if out is not None else "nothing saved (no run dir)"
+    line = f"stopped ({stopped}) after interval {done}/{total}: {saved}"
+    if out is None or done == total:
+        return line
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None
+    again = f"python {script} --resume {out.path}" if script else "run(..., resume=True)"
+    return f"{line}; continue with: {again}"
 
 
 def _open_log(
@@ -176,6 +267,8 @@ def _finish(
     log: MetricsLog | None,
     out: RunDir | None,
     say: Callable | None,
+    stopped: str | None,
+    diverged: health.Divergence,
 ) -> RunResult:
     """Arrange the results by (sweep point,) seed; report them; write summary and curve."""
     metrics = {
@@ -188,8 +281,9 @@ def _finish(
     steps = [train.env_steps(i) for i in range(len(history))]
     complete = len(history) == train.num_intervals
     summary = report.summarize(
-        algo=algo, batch=batch, metrics=metrics, env_steps=steps[-1], complete=complete, **timings
-    )
+        algo=algo, batch=batch, metrics=metrics, env_steps=steps[-1], complete=complete,
+        stopped=stopped, diverged=diverged.records(train.env_steps), **timings,
+    )  # fmt: skip
     if say is not None:
         report.report(say, summary)
     if log is not None:
@@ -244,18 +338,21 @@ def _resume(out: RunDir, programs: Programs, batch: Batch, record: dict) -> tupl
     loaded, header = checkpoint.load(out.checkpoint, {"state": like}, expect)
     state = place(pad(loaded["state"], programs.padded), programs.sharded)
     history = [jax.tree.map(np.asarray, h) for h in header["history"]]
-    return state, header["interval"], header["run_s"], history
+    diverged = header.get("diverged") or [None] * batch.size
+    return state, header["interval"], header["run_s"], history, diverged
 
 
 def _line(train: Any, metrics: dict, i: int, first: int, size: int, elapsed: float) -> str:
     """The progress line after interval i: env steps, speed, training and eval return."""
     steps = train.env_steps(i)
     done_steps = (steps - (train.env_steps(first - 1) if first else 0)) * size
-    return (
-        f"env steps {steps:>10,}  SPS {done_steps / elapsed:>10,.0f}  "
-        f"return {np.nanmean(metrics['train']['episodic_return']):8.2f}  "
-        f"eval {np.mean(metrics['eval']['episodic_return']):8.2f}"
-    )
+    with warnings.catch_warnings():  # all-NaN: no episode ended yet, or every seed diverged
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (
+            f"env steps {steps:>10,}  SPS {done_steps / elapsed:>10,.0f}  "
+            f"return {np.nanmean(metrics['train']['episodic_return']):8.2f}  "
+            f"eval {np.nanmean(metrics['eval']['episodic_return']):8.2f}"
+        )
 
 
 def _row(train: Any, i: int, metrics: dict, b: int) -> dict[str, Any]:

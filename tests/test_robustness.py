@@ -1,0 +1,220 @@
+"""Runs that tell the truth: preemption by signal, diverged seeds, --debug, callbacks."""
+
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import ppo, trainer
+from common import checkpoint
+from common.cli import EXIT_DIVERGED, EXIT_PREEMPTED
+from common.debug import first_non_finite, run_debug
+from common.health import finite
+
+# 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
+SMALL = ppo.Config(
+    total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
+    eval_every=2, num_eval_envs=2, num_seeds=2,
+)  # fmt: skip
+# A learning rate that sends PPO's parameters to NaN within the first interval.
+EXPLODES = 1e30
+
+
+def run(config=SMALL, **kwargs):
+    return trainer.run(config, ppo.make_train, algo="ppo", verbose=False, **kwargs)
+
+
+def test_finite_ignores_nan_metrics_but_not_nan_state_or_inf():
+    state = {"w": jnp.ones(3), "step": jnp.int32(1)}
+    one, nan, inf = jnp.float32(1), jnp.float32(jnp.nan), jnp.float32(jnp.inf)
+    nan_train = {"train": {"episodic_return": nan}, "eval": {"episodic_return": one}}
+    assert finite(state, nan_train)  # "no episode ended yet"
+    assert not finite({"w": jnp.array([1.0, jnp.nan])}, nan_train)
+    assert not finite(state, {"train": {"loss": inf}, "eval": {"r": one}})
+    assert not finite(state, {"train": {"loss": one}, "eval": {"r": nan}})
+
+
+def test_a_diverged_sweep_point_is_named_and_the_others_are_untouched(tmp_path, capsys):
+    config = dataclasses.replace(SMALL, learning_rate=2.5e-4)
+    result = trainer.run(
+        config, ppo.make_train, algo="ppo", run_dir=tmp_path,
+        sweep={"learning_rate": [2.5e-4, EXPLODES]},
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    diverged = result.summary["diverged"]
+    assert {d["seed"] for d in diverged} == {0, 1}
+    assert all(d["point"] == {"learning_rate": EXPLODES} for d in diverged)
+    assert "diverged: seed 0 at learning_rate=1e+30 at interval 1" in out
+    assert "RuntimeWarning" not in out
+    assert json.loads((tmp_path / "summary.json").read_text())["diverged"] == diverged
+    assert result.summary["points"][1]["finite_seeds"] == 0
+    assert result.summary["points"][0]["finite_seeds"] == 2
+    # The healthy point trained on, exactly as it does alone.
+    alone = run(config)
+    np.testing.assert_allclose(
+        result.metrics["eval"]["episodic_return"][0], alone.metrics["eval"]["episodic_return"]
+    )
+    assert result.summary["complete"] and result.summary["stopped"] is None
+
+
+def test_stop_on_divergence_stops_at_the_first_and_checkpoints(tmp_path):
+    config = dataclasses.replace(SMALL, learning_rate=EXPLODES)
+    result = run(config, run_dir=tmp_path, stop_on_divergence=True, checkpoint_every=0)
+    assert result.summary["stopped"] == "divergence"
+    assert result.summary["intervals"] == 1 and not result.summary["complete"]
+    assert checkpoint.read_header(tmp_path / "checkpoint.eqx")[0]["interval"] == 1
+
+
+def test_callbacks_see_every_interval_and_can_stop_the_run(tmp_path):
+    seen = []
+
+    def stop_at_three(interval: trainer.Interval) -> bool:
+        seen.append(interval)
+        return interval.index == 2
+
+    result = run(run_dir=tmp_path, callbacks=[stop_at_three], checkpoint_every=0)
+    assert [s.index for s in seen] == [0, 1, 2]
+    assert seen[-1].num_intervals == 5 and seen[-1].env_steps == 3 * 2 * 64
+    assert seen[-1].metrics["eval"]["episodic_return"].shape == (2,)
+    np.testing.assert_array_equal(
+        seen[-1].metrics["eval"]["episodic_return"],
+        result.metrics["eval"]["episodic_return"][:, -1],
+    )
+    state = seen[-1].state()  # gathered on demand: the state after interval 3
+    assert jax.tree.structure(state) == jax.tree.structure(result.state)
+    assert result.summary["stopped"] == "callback stop_at_three"
+    assert checkpoint.read_header(tmp_path / "checkpoint.eqx")[0]["interval"] == 3
+    resumed = run(run_dir=tmp_path, resume=True)  # and the run goes on from there
+    assert resumed.summary["complete"] and resumed.summary["intervals"] == 5
+
+
+def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
+    seen = []
+
+    def make_train(config):
+        train = ppo.make_train(config)
+
+        def step(state):
+            leaves = jax.tree.leaves(state)
+            seen.append(all(not isinstance(x, jax.core.Tracer) for x in leaves))
+            return train.step(state)
+
+        return dataclasses.replace(train, step=step)
+
+    config = dataclasses.replace(SMALL, num_seeds=3)
+    history = run_debug(config, make_train, algo="ppo", say=print)
+    out = capsys.readouterr().out
+    assert "jit off" in out and "NaN/inf check" in out and "seed 0 only" in out
+    assert len(history) == 2 and seen == [True, True]  # one seed, real arrays inside step
+    assert np.isfinite(history[-1]["eval"]["episodic_return"])
+
+    def poisoned(config):
+        train = ppo.make_train(config)
+
+        def step(state):
+            state, metrics = train.step(state)
+            return jax.tree.map(
+                lambda x: x * jnp.nan if x.dtype == jnp.float32 else x, state
+            ), metrics
+
+        return dataclasses.replace(train, step=step)
+
+    with pytest.raises(FloatingPointError, match="iteration 1: the state's .* holds a NaN"):
+        run_debug(SMALL, poisoned, algo="ppo", say=print)
+    assert first_non_finite({"a": jnp.ones(2), "b": {"c": jnp.array([jnp.inf])}}) == "['b']['c']"
+
+
+def test_debug_cli_says_what_it_turned_on(repo_root):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--debug",
+               "--num-envs", "2", "--num-steps", "4"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "jit off (jax_disable_jit)" in done.stdout and "[2/2]" in done.stdout
+    refused = subprocess.run(command + ["--sweep", "learning_rate=1e-3,1e-4"],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert refused.returncode == 2 and "--debug runs one configuration" in refused.stderr
+
+
+def cli(repo_root, *args):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(path, rows, process, timeout=600):
+    """Wait until `path` (a metrics.csv) has `rows` data rows while `process` runs."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the run ended (or stalled) before {rows} intervals: {process.poll()}")
+
+
+# 40 intervals of 4 iterations: long enough to be signalled mid-run.
+LONG = ["--total-timesteps", str(512 * 160), "--eval-every", "4", "--num-eval-envs", "2",
+        "--checkpoint-every", "1000"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(
+    repo_root, tmp_path, sig
+):
+    whole = cli(repo_root, *LONG, "--run-dir", str(tmp_path / "whole"))
+    assert whole.wait(timeout=600) == 0, whole.stderr.read()
+    cut = tmp_path / "cut"
+    victim = cli(repo_root, *LONG, "--run-dir", str(cut))
+    wait_for_rows(cut / "seed_0" / "metrics.csv", 3, victim)
+    victim.send_signal(sig)
+    out, err = victim.communicate(timeout=600)
+    assert victim.returncode == EXIT_PREEMPTED, err
+    saved = checkpoint.read_header(cut / "checkpoint.eqx")[0]["interval"]
+    assert 3 <= saved < 40  # the interval in flight was finished and saved, not the whole run
+    assert f"stopped ({sig.name}) after interval {saved}/40" in out
+    assert f"--resume {cut}" in out
+    resumed = cli(repo_root, "--resume", str(cut))
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    a = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    b = json.loads((cut / "summary.json").read_text())
+    np.testing.assert_allclose(b["eval_return"], a["eval_return"], rtol=1e-4)
+    rows = (cut / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(1, 41))  # no gap, no repeat
+
+
+@pytest.mark.slow
+def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_root, tmp_path):
+    cut = tmp_path / "cut"
+    # Intervals of 2M env steps (seconds each), so the second signal lands inside one.
+    slow = ["--total-timesteps", str(512 * 40000), "--eval-every", "4000",
+            "--num-eval-envs", "2", "--checkpoint-every", "1"]  # fmt: skip
+    victim = cli(repo_root, *slow, "--run-dir", str(cut))
+    wait_for_rows(cut / "seed_0" / "metrics.csv", 1, victim)
+    while not (cut / "checkpoint.eqx").exists():
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    sent = time.time()
+    victim.send_signal(signal.SIGTERM)
+    victim.wait(timeout=60)
+    assert time.time() - sent < 5  # at once, not after the interval in flight
+    assert victim.returncode == -signal.SIGTERM
+    header, _ = checkpoint.read_header(cut / "checkpoint.eqx")
+    assert header["interval"] >= 1
+
+
+def test_cli_exit_code_of_a_diverged_run(repo_root, tmp_path):
+    args = ["--total-timesteps", "1280", "--num-envs", "4", "--num-steps", "16",
+            "--eval-every", "2", "--num-eval-envs", "2", "--learning-rate", str(EXPLODES),
+            "--run-dir", str(tmp_path / "r")]  # fmt: skip
+    process = cli(repo_root, *args)
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == EXIT_DIVERGED, err
+    assert "DIVERGED: seed 0 from interval 1" in out and "RuntimeWarning" not in err
