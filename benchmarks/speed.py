@@ -19,6 +19,7 @@ overridden to match).
     python benchmarks/speed.py --algo dqn            # DQN: PureJaxRL's CartPole config, 5e5 steps
     python benchmarks/speed.py --algo ppo-minatar    # PPO on Breakout-MinAtar, 1 and 8 seeds
     python benchmarks/speed.py --algo pqn-minatar    # PQN against the random-policy ceiling
+    python benchmarks/speed.py --algo ppo-dp --seeds 1   # one seed's envs over 2 CPU devices
 
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
 10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
@@ -31,7 +32,10 @@ sides run gymnax-blines' MinAtar PPO (canter's `--preset Breakout-MinAtar`: 64 e
 Breakout-MinAtar for 20 iterations (163,840 env steps per seed), 8 evaluation episodes at the
 end; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar preset (CNN,
 128 envs x 32 steps) for 50 iterations against random actions in the same 128 envs; results
-in speed_pqn-minatar.md.
+in speed_pqn-minatar.md. `--algo ppo-dp`: PureJaxRL's CartPole PPO with 1024 envs x 16 steps
+for 100 iterations (1,638,400 env steps), one seed: the CLI runner on one device, the CLI runner
+with `--data-parallel` (the seed's envs and minibatches over the CPU devices, one per core), and
+rejax; results in speed_ppo-dp.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -53,6 +57,11 @@ ITERATIONS, EVAL_EVERY, EVAL_EPISODES = 1000, 50, 8
 SETUPS = {
     "ppo": dict(
         env="CartPole-v1", num_envs=4, num_steps=128, iterations=ITERATIONS, minibatches=4,
+        learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, activation="tanh", hidden=64,
+    ),
+    # Issue 12's data-parallel check: one seed of 1024 envs x 16 steps (16,384 steps/iteration).
+    "ppo-dp": dict(
+        env="CartPole-v1", num_envs=1024, num_steps=16, iterations=100, minibatches=4,
         learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, activation="tanh", hidden=64,
     ),
     "ppo-minatar": dict(
@@ -286,12 +295,12 @@ def measure(
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    if impl == "canter":
+    if impl in ("canter", "canter-dp"):
         import importlib
 
         from algorithms import trainer
 
-        name = algo.removesuffix("-minatar")
+        name = algo.removesuffix("-minatar").removesuffix("-dp")
         module = importlib.import_module(f"algorithms.{name}")
         if algo == "dqn":
             config = canter_dqn_config(num_seeds)
@@ -301,7 +310,10 @@ def measure(
             config = pqn_minatar_config(num_seeds)
         else:
             config = canter_config(num_envs, num_steps, iterations, num_seeds, algo)
-        summary = trainer.run(config, module.make_train, algo=name, verbose=False).summary
+        dp = impl == "canter-dp"  # each seed's envs and minibatches over the devices
+        summary = trainer.run(
+            config, module.make_train, algo=name, verbose=False, data_parallel=dp
+        ).summary
         compile_s, run_s, returns = summary["compile_s"], summary["run_s"], summary["eval_return"]
     else:
         if algo in ("dqn", "sac", "td3"):
@@ -421,14 +433,16 @@ IMPLS = ("canter", "canter-pure", "rejax")
 
 def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dict:
     """Rounds of canter, canter-pure, rejax (fresh processes, in turn); medians, and per-round
-    ratios against rejax measured in the same round."""
+    ratios against rejax measured in the same round. For `ppo-dp`, canter-pure is replaced
+    by canter-dp: the CLI runner with --data-parallel."""
+    impls = impls_for(algo)
     out = {}
     for num_seeds in seed_counts:
         rounds = []
         for repeat in range(repeats):
             setup = SETUPS.get(algo, SETUPS["ppo"])
             sizes = (setup["num_envs"], setup["num_steps"], setup["iterations"])
-            rounds.append({impl: spawn(impl, num_seeds, *sizes, algo) for impl in IMPLS})
+            rounds.append({impl: spawn(impl, num_seeds, *sizes, algo) for impl in impls})
             times = ", ".join(
                 f"{impl} {r['run_s']:.2f} s (compile {r['compile_s']:.2f})"
                 for impl, r in rounds[-1].items()
@@ -436,21 +450,32 @@ def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dic
             print(f"  seeds {num_seeds} round {repeat}: {times}", flush=True)
         row = {"num_seeds": num_seeds, "rounds": rounds}
         for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
-            row[field] = {impl: statistics.median(r[impl][field] for r in rounds) for impl in IMPLS}
+            row[field] = {impl: statistics.median(r[impl][field] for r in rounds) for impl in impls}
             row[f"{field}_ratios"] = {
-                impl: [r[impl][field] / r["rejax"][field] for r in rounds] for impl in IMPLS[:2]
+                impl: [r[impl][field] / r["rejax"][field] for r in rounds] for impl in impls[:2]
             }
         row["final_return"] = {
-            impl: mean([x for r in rounds for x in r[impl]["final_returns"]]) for impl in IMPLS
+            impl: mean([x for r in rounds for x in r[impl]["final_returns"]]) for impl in impls
         }
         out[num_seeds] = row
     return out
 
 
-def speed_table(rows: dict) -> str:
+LABELS = {"canter": "canter (CLI runner)", "canter-pure": "canter (pure jit)",
+          "canter-dp": "canter (CLI, --data-parallel)", "rejax": "rejax"}  # fmt: skip
+
+
+def impls_for(algo: str) -> tuple[str, str, str]:
+    """The three implementations of a head-to-head: ppo-dp sets --data-parallel beside the CLI."""
+    return ("canter", "canter-dp", "rejax") if algo == "ppo-dp" else IMPLS
+
+
+def speed_table(rows: dict, algo: str = "ppo") -> str:
+    impls = impls_for(algo)
+    short = {"canter": "CLI", "canter-pure": "pure", "canter-dp": "data-parallel"}
     lines = [
-        "| seeds | measure | canter (CLI runner) | canter (pure jit) | rejax "
-        "| CLI / rejax: median (per round) | pure / rejax |",
+        f"| seeds | measure | {' | '.join(LABELS[i] for i in impls)} "
+        f"| {short[impls[0]]} / rejax: median (per round) | {short[impls[1]]} / rejax |",
         "|---:|---|---:|---:|---:|---|---|",
     ]
     for num_seeds, row in rows.items():
@@ -460,14 +485,14 @@ def speed_table(rows: dict) -> str:
             ("steps_per_s", "env steps/s", "{:,.0f}"),
             ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
         ):
-            cells = " | ".join(fmt.format(row[field][impl]) for impl in IMPLS)
+            cells = " | ".join(fmt.format(row[field][impl]) for impl in impls)
             ratios = []
-            for impl in IMPLS[:2]:
+            for impl in impls[:2]:
                 median_ratio = statistics.median(row[f"{field}_ratios"][impl])
                 per_round = ", ".join(f"{r:.2f}" for r in row[f"{field}_ratios"][impl])
                 ratios.append(f"{median_ratio:.2f} ({per_round})")
             lines.append(f"| {num_seeds} | {label} | {cells} | {' | '.join(ratios)} |")
-        returns = " | ".join(f"{row['final_return'][impl]:.1f}" for impl in IMPLS)
+        returns = " | ".join(f"{row['final_return'][impl]:.1f}" for impl in impls)
         lines.append(f"| {num_seeds} | final eval return (mean over runs) | {returns} | | |")
     return "\n".join(lines)
 
@@ -546,7 +571,9 @@ def main() -> None:
     parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
-        "--algo", choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar"], default="ppo"
+        "--algo",
+        choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp"],
+        default="ppo",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -564,11 +591,11 @@ def main() -> None:
         return
     print(f"head to head, {machine()}", flush=True)
     rows = head_to_head(args.repeats, args.seeds, args.algo)
-    table = speed_table(rows)
+    table = speed_table(rows, args.algo)
     one = rows[args.seeds[0]]
     summary = [f"Machine: {machine()}.", ""]
     if 1 in rows and 8 in rows:
-        for impl in IMPLS:
+        for impl in impls_for(args.algo):
             cost = rows[8]["run_s"][impl] / rows[1]["run_s"][impl]
             summary.append(f"- {impl}: 8 vmapped seeds cost {cost:.2f}x one seed (run time).")
     name = "speed" if args.algo == "ppo" else f"speed_{args.algo}"
@@ -577,7 +604,7 @@ def main() -> None:
     )
     (args.out / f"{name}.md").write_text("\n".join([table, "", *summary]) + "\n")
     print(table, *summary, sep="\n")
-    for impl in IMPLS[:2]:
+    for impl in impls_for(args.algo)[:2]:
         print(
             f"seeds {one['num_seeds']}: {impl} / rejax, median of per-round ratios: run time "
             f"{statistics.median(one['run_s_ratios'][impl]):.2f}, compile time "

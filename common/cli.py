@@ -44,6 +44,9 @@ class RunOptions:
     stop_on_divergence: bool = False
     """Stop (checkpointed, exit 3) at the first seed whose state or metrics go NaN or inf;
     by default the other seeds go on and the run exits 3 at the end."""
+    data_parallel: bool = False
+    """With fewer seeds (x sweep points) than devices, split each seed's envs and minibatches
+    over the devices, gradients averaged across them (same numbers as one device)."""
     debug: bool = False
     """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
     a breakpoint() in step stops with real values (common/debug.py)."""
@@ -95,6 +98,7 @@ def main(
             sweep=parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep,
             resume=options.resume is not None, checkpoint_every=options.checkpoint_every,
             track=options.track, stop_on_divergence=options.stop_on_divergence,
+            data_parallel=options.data_parallel,
         )  # fmt: skip
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -38,18 +38,38 @@ def use_cpu_cores() -> None:
         jax.config.update("jax_num_cpu_devices", len(os.sched_getaffinity(0)))
 
 
-def batch_shardings(size: int) -> tuple[NamedSharding, NamedSharding, int]:
+def batch_shardings(
+    size: int, data_parallel: bool = False
+) -> tuple[NamedSharding, NamedSharding, int]:
     """Shardings of a batch axis of `size` entries over the devices, and its padded size.
 
-    Every process's devices take part under jax.distributed (multi-host). On one process no
-    device only computes padding: with fewer entries than devices, one seed keeps every core.
+    The mesh has axes ("batch", "data"). Every process's devices take part under
+    jax.distributed (multi-host). On one process no device only computes padding: with fewer
+    entries than devices, one seed keeps every core, unless `data_parallel`, which gives each
+    entry `devices // size` devices along "data" to split its envs and minibatches over.
     """
     devices = jax.devices()
+    data = len(devices) // size if data_parallel and size < len(devices) else 1
     if jax.process_count() == 1:
-        devices = devices[:size]
-    mesh = Mesh(np.array(devices), ("batch",))
-    padded = -(-size // len(devices)) * len(devices)
+        devices = devices[: size * data]
+    mesh = Mesh(np.array(devices).reshape(-1, data), ("batch", "data"))
+    rows = mesh.shape["batch"]
+    padded = -(-size // rows) * rows
     return NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec()), padded
+
+
+def env_shardings(shapes: Any, sharded: NamedSharding, num_envs: int) -> Any:
+    """Per leaf of a batched state: split along "data" where the axis after the batch axis is
+    the env axis (`num_envs` long, divisible by the data axis), else `sharded`. A sharding
+    never changes a result, so a leaf that only looks like it has an env axis costs nothing."""
+    data = sharded.mesh.shape["data"]
+    split = NamedSharding(sharded.mesh, PartitionSpec("batch", "data"))
+
+    def choose(x: Any) -> NamedSharding:
+        env_axis = len(x.shape) >= 2 and x.shape[1] == num_envs and num_envs % data == 0
+        return split if data > 1 and env_axis else sharded
+
+    return jax.tree.map(choose, shapes)
 
 
 def pad(tree: Any, size: int) -> Any:
@@ -62,14 +82,17 @@ def pad(tree: Any, size: int) -> Any:
     return keys.from_data(jax.tree.map(grow, keys.to_data(tree)), tree)
 
 
-def place(tree: Any, sharding: NamedSharding) -> Any:
-    """Host values, the same on every process, as global arrays laid out by `sharding`."""
+def place(tree: Any, sharding: Any) -> Any:
+    """Host values, the same on every process, as global arrays laid out by `sharding` (one
+    NamedSharding, or a tree of them matching `tree`)."""
 
-    def put(x: Any) -> jax.Array:
+    def put(x: Any, where: NamedSharding) -> jax.Array:
         x = np.asarray(x)
-        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+        return jax.make_array_from_callback(x.shape, where, lambda index: x[index])
 
-    return keys.from_data(jax.tree.map(put, keys.to_data(tree)), tree)
+    if isinstance(sharding, NamedSharding):
+        sharding = jax.tree.map(lambda _: sharding, tree)
+    return keys.from_data(jax.tree.map(put, keys.to_data(tree), sharding), tree)
 
 
 def gather(tree: Any) -> Any:

@@ -7,6 +7,7 @@ directory (common/rundir.py). `resume=True` continues from the directory's last 
 with any device count: checkpoints hold the batch without its device padding.
 """
 
+import contextlib
 import dataclasses
 import importlib.util
 import sys
@@ -23,7 +24,7 @@ import numpy as np
 from common import checkpoint, health, report
 from common.batch import Batch, make_batch
 from common.config import ConfigError
-from common.devices import batch_shardings, gather, pad, place, use_cpu_cores
+from common.devices import batch_shardings, env_shardings, gather, pad, place, use_cpu_cores
 from common.interrupts import Preemption, call
 from common.logging import MetricsLog
 from common.rundir import RunDir, config_record
@@ -69,7 +70,8 @@ Callback = Callable[[Interval], bool | None]
 
 @dataclasses.dataclass
 class Programs:
-    """The two compiled programs of a run (start, interval) and their inputs, on the devices."""
+    """The two compiled programs of a run (start, interval) and their inputs, on the devices;
+    `state_sharding` lays out the state (its env axis split along "data" when data-parallel)."""
 
     start: Any
     interval: Any
@@ -77,37 +79,55 @@ class Programs:
     keys: Any
     state_shape: Any
     sharded: Any
+    state_sharding: Any
     padded: int
     compile_s: float
 
+    @property
+    def layout(self) -> str:
+        rows, data = self.sharded.mesh.shape["batch"], self.sharded.mesh.shape["data"]
+        return f"{rows} device(s)" if data == 1 else f"{rows}x{data} devices (data-parallel)"
 
-def compile_programs(make_train: Callable, batch: Batch) -> Programs:
+
+def compile_programs(make_train: Callable, batch: Batch, data_parallel: bool = False) -> Programs:
     """Compile `start` and one `interval` of `make_train`, vmapped over the batch and sharded.
 
     Inside the trace `make_train` sees float fields as tracers; it builds nothing static there
     (environments come from make_env's cache, ranges were checked when the configs were made).
+    Data-parallel (`data_parallel` and fewer entries than devices), each entry's env axis is
+    split over the mesh's "data" axis and the mesh is set while tracing, so that minibatches
+    are split too (common/minibatch.py); XLA averages the gradients across the split. Sharding
+    annotations change where values live, never what they are.
     """
-    sharded, replicated, padded = batch_shardings(batch.size)
+    sharded, replicated, padded = batch_shardings(batch.size, data_parallel)
     configs, keys = (place(pad(x, padded), sharded) for x in batch.inputs())
-    start_jit = jax.jit(jax.vmap(lambda c, k: make_train(c).start(k)), out_shardings=sharded)
+    mesh = sharded.mesh
+    start = jax.vmap(lambda c, k: make_train(c).start(k), spmd_axis_name="batch")
 
     def checked_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
         state, metrics = make_train(config).interval(state, key, index)
         return state, metrics, health.finite(state, metrics)
 
-    interval_jit = jax.jit(
-        jax.vmap(checked_interval, in_axes=(0, 0, 0, None)),
-        in_shardings=(sharded, sharded, sharded, replicated),
-        out_shardings=sharded,
-        donate_argnums=1,
-    )
     tic = time.perf_counter()
-    start = start_jit.lower(configs, keys).compile()
-    state_shape, key_shape = jax.eval_shape(start_jit, configs, keys)
-    index = jax.ShapeDtypeStruct((), jnp.int32)
-    interval = interval_jit.lower(configs, state_shape, key_shape, index).compile()
+    with jax.set_mesh(mesh) if mesh.shape["data"] > 1 else contextlib.nullcontext():
+        state_shape, key_shape = jax.eval_shape(start, configs, keys)
+        num_envs = getattr(batch.config, "num_envs", 0)
+        state_sharding = env_shardings(state_shape, sharded, num_envs)
+        start_jit = jax.jit(start, out_shardings=(state_sharding, sharded))
+        interval_jit = jax.jit(
+            jax.vmap(checked_interval, in_axes=(0, 0, 0, None), spmd_axis_name="batch"),
+            in_shardings=(sharded, state_sharding, sharded, replicated),
+            out_shardings=(state_sharding, sharded, sharded),
+            donate_argnums=1,
+        )
+        compiled_start = start_jit.lower(configs, keys).compile()
+        index = jax.ShapeDtypeStruct((), jnp.int32)
+        interval = interval_jit.lower(configs, state_shape, key_shape, index).compile()
     compile_s = time.perf_counter() - tic
-    return Programs(start, interval, configs, keys, state_shape, sharded, padded, compile_s)
+    return Programs(
+        compiled_start, interval, configs, keys, state_shape, sharded, state_sharding, padded,
+        compile_s,
+    )  # fmt: skip
 
 
 def run(
@@ -123,6 +143,7 @@ def run(
     stop_after: int | None = None,
     stop_on_divergence: bool = False,
     callbacks: tuple[Callback, ...] | list[Callback] = (),
+    data_parallel: bool = False,
     verbose: bool = True,
 ) -> RunResult:
     """Train `config` over its seeds (and `sweep` grid) with checkpoints and logs in `run_dir`.
@@ -133,6 +154,8 @@ def run(
     (common/interrupts.py), when a callback returns True, and with `stop_on_divergence` when a
     seed diverges (common/health.py); `summary["stopped"]` says why, and the summary covers the
     intervals done. Each callback is called after every interval with an `Interval`.
+    `data_parallel` splits each seed's envs and minibatches over the devices when there are
+    fewer seeds (x sweep points) than devices; the numbers stay those of one device.
     """
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
@@ -142,9 +165,9 @@ def run(
     out = _check_options(run_dir, resume, checkpoint_every, track)
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
-    programs = compile_programs(make_train, batch)
+    programs = compile_programs(make_train, batch, data_parallel)
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
-    where = f"{programs.sharded.mesh.size} device(s), compiled in {programs.compile_s:.1f} s"
+    where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
     record = config_record(algo, config, batch.sweep)
     state, eval_keys = programs.start(programs.configs, programs.keys)
@@ -336,7 +359,7 @@ def _resume(out: RunDir, programs: Programs, batch: Batch, record: dict) -> tupl
     )
     expect = {"algo": record["algo"], "config": record}
     loaded, header = checkpoint.load(out.checkpoint, {"state": like}, expect)
-    state = place(pad(loaded["state"], programs.padded), programs.sharded)
+    state = place(pad(loaded["state"], programs.padded), programs.state_sharding)
     history = [jax.tree.map(np.asarray, h) for h in header["history"]]
     diverged = header.get("diverged") or [None] * batch.size
     return state, header["interval"], header["run_s"], history, diverged

@@ -1,0 +1,127 @@
+"""One seed over several devices (--data-parallel): the same numbers as one device.
+
+The runs happen in subprocesses with a chosen count of CPU devices (this process has one per
+core, which a CI machine may not have two of), as test_run_management does for devices.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+DEVICES_SCRIPT = """
+import json, sys
+import jax
+jax.config.update("jax_num_cpu_devices", int(sys.argv[1]))
+import dataclasses
+import numpy as np
+from jax.sharding import PartitionSpec
+from algorithms import dqn, ppo, ppo_rnn, pqn, sac, trainer
+from common.batch import make_batch
+from common.runner import compile_programs
+
+small = dict(num_envs=8, eval_every=2, num_eval_envs=2)
+configs = {
+    "ppo": ppo.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2,
+                      update_epochs=2, **small),
+    "ppo_rnn": ppo_rnn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2,
+                              update_epochs=2, **small),
+    "pqn": pqn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2, **small),
+    "dqn": dqn.Config(total_timesteps=8 * 64, learning_starts=64, train_frequency=8, **small),
+    "sac": sac.Config(total_timesteps=8 * 64, learning_starts=64, **small),
+}
+modules = {"ppo": ppo, "ppo_rnn": ppo_rnn, "pqn": pqn, "dqn": dqn, "sac": sac}
+out = {}
+for name in sys.argv[3].split(","):
+    config = configs[name]
+    seeds = int(sys.argv[2])
+    config = dataclasses.replace(config, num_seeds=seeds)
+    make_train = modules[name].make_train
+    results = []
+    for data_parallel in (False, True):
+        r = trainer.run(config, make_train, algo=name, verbose=False, data_parallel=data_parallel)
+        results.append({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics.items()})
+    programs = compile_programs(make_train, make_batch(config), data_parallel=True)
+    specs = {s.spec for s in jax.tree.leaves(programs.state_sharding)}
+    text = programs.interval.as_text()
+    out[name] = {
+        "one": results[0], "split": results[1], "mesh": dict(programs.sharded.mesh.shape),
+        "env_axis_split": PartitionSpec("batch", "data") in specs,
+        "all_reduce": "all-reduce" in text,
+    }
+print(json.dumps(out))
+"""
+
+
+ALGOS = "ppo,ppo_rnn,pqn,dqn,sac"
+
+
+def on_devices(repo_root, devices: int, seeds: int, algos: str = ALGOS) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", DEVICES_SCRIPT, str(devices), str(seeds), algos],
+        capture_output=True, text=True, cwd=repo_root, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_same_metrics(a: dict, b: dict) -> None:
+    for group in a:
+        for name in a[group]:
+            x, y = np.asarray(a[group][name], float), np.asarray(b[group][name], float)
+            np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-4, err_msg=f"{group}/{name}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices, seeds", [(2, 1), (4, 2)])
+def test_one_seed_split_over_devices_equals_one_device(repo_root, devices, seeds):
+    results = on_devices(repo_root, devices, seeds)
+    for name, r in results.items():
+        assert r["mesh"] == {"batch": seeds, "data": devices // seeds}, name
+        assert r["env_axis_split"], f"{name}: no state leaf was split along the env axis"
+        assert_same_metrics(r["one"], r["split"])
+    # On-policy updates average their gradients across the split minibatch.
+    assert all(results[name]["all_reduce"] for name in ("ppo", "ppo_rnn", "pqn"))
+
+
+MULTIHOST_SCRIPT = """
+import json, sys
+import jax
+port, process_id = sys.argv[1], int(sys.argv[2])
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_num_cpu_devices", 1)  # one device per process
+jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
+import dataclasses
+from algorithms import ppo, trainer
+config = ppo.Config(total_timesteps=8 * 16 * 4, num_envs=8, num_steps=16, num_minibatches=2,
+                    update_epochs=2, eval_every=2, num_eval_envs=2)
+r = trainer.run(config, ppo.make_train, algo="ppo", verbose=False, data_parallel=True)
+print(json.dumps({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics.items()}))
+"""
+
+
+@pytest.mark.slow
+def test_data_parallel_across_two_processes_equals_one_device(repo_root):
+    with socket.socket() as probe:  # a free port for the coordinator
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MULTIHOST_SCRIPT, str(port), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=repo_root,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    outputs = [worker.communicate(timeout=600) for worker in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err[-3000:]
+    split = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    one = on_devices(repo_root, 1, 1, "ppo")["ppo"]["one"]
+    for process in split:  # both processes report the whole run
+        assert_same_metrics(one, process)
