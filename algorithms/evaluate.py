@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tyro
+from PIL import Image
 
 from common import checkpoint
 from common.batch import Batch, make_batch
@@ -50,6 +51,13 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
+    if hasattr(env.unwrapped, "pool"):  # a host (Gymnasium) env draws its own frames
+        from common.host import render_episode
+
+        act = lambda obs: policy(jnp.asarray(obs)[None], train.start_carry(1))[0][0]  # noqa: E731
+        frames, returns = render_episode(env.unwrapped, act, seed)
+        save_gif([Image.fromarray(frame) for frame in frames], returns, path)
+        return returns[-1], len(frames) - 1
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
@@ -83,20 +91,27 @@ def write_gif(env: Any, env_params: Any, states: list, returns: list[float], pat
             raise ConfigError(f"gymnax cannot render {env.name}: {error}") from None
         return
     import gymnasium
-    from PIL import Image, ImageDraw
 
     renderer = gymnasium.make(env.name, render_mode="rgb_array")
     renderer.reset(seed=0)
     vis_gym.set_gym_params(renderer.unwrapped, env.name, env_params)
     images = []
-    for frame, (env_state, total) in enumerate(zip(states, returns, strict=True)):
+    for env_state in states:
         renderer.unwrapped.state = vis_gym.get_gym_state(env_state, env.name)
         if env.name == "Pendulum-v1":  # the torque arrow
             renderer.unwrapped.last_u = np.asarray(env_state.last_u, np.float64)
-        image = Image.fromarray(renderer.render())
-        ImageDraw.Draw(image).text((8, 8), f"step {frame + 1}  return {total:.1f}", fill="black")
-        images.append(image.quantize(colors=64, method=Image.Quantize.FASTOCTREE))
+        images.append(Image.fromarray(renderer.render()))
     renderer.close()
+    save_gif(images, returns, path)
+
+
+def save_gif(images: list, returns: list[float], path: Path) -> None:
+    """Frames with the step and running return drawn on, as one GIF written atomically."""
+    from PIL import ImageDraw
+
+    for frame, (image, total) in enumerate(zip(images, returns, strict=True)):
+        ImageDraw.Draw(image).text((8, 8), f"step {frame + 1}  return {total:.1f}", fill="black")
+    images = [image.quantize(colors=64, method=Image.Quantize.FASTOCTREE) for image in images]
     gif = io.BytesIO()
     images[0].save(gif, "GIF", save_all=True, append_images=images[1:], duration=50, loop=0)
     atomic_write(path, gif.getvalue())

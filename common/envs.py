@@ -27,6 +27,7 @@ UNAVAILABLE = {
 }
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
+HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/host.py)
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
@@ -95,6 +96,10 @@ def _build(name: str) -> tuple[Any, Any]:
 
     if name in UNAVAILABLE:
         raise ConfigError(f"{name} is not available: {UNAVAILABLE[name]}.")
+    if name.startswith(HOST_PREFIX):  # a Gymnasium env stepped on the host (common/host.py)
+        from common.host import make_host_env
+
+        return make_host_env(name)
     # Constructors make arrays (MinAtar's action sets); under a trace (the first make_train of
     # a process may run inside jit or vmap, as evaluate.py's) they would be cached as tracers.
     with jax.ensure_compile_time_eval():
@@ -102,7 +107,10 @@ def _build(name: str) -> tuple[Any, Any]:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
             return gymnax.make(name)
-    raise ConfigError(f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}.")
+    raise ConfigError(
+        f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; and "
+        f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
+    )
 
 
 def make_env(

@@ -175,6 +175,9 @@ def run(
     if resume:
         state, first, earlier_s, history, diverged.first = _resume(out, programs, batch, record)
         _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
+        if hasattr(train.env.unwrapped, "pool"):  # common/host.py
+            _say(say, "host simulators cannot be saved: the episodes in flight restart (their "
+                 "last step reads as truncated), seeded from the checkpoint")  # fmt: skip
     log = _open_log(out if main else None, batch, train, track, record, history)
     bar, writer = report.progress(train.num_intervals, first, say), checkpoint.Writer()
     end = (

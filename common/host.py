@@ -1,0 +1,320 @@
+"""Host environments: any Gymnasium environment inside the compiled step (`gymnasium:<id>`).
+
+Simulators such as MuJoCo and the Atari emulator run on the host, not as JAX programs. canter
+reaches them from inside the compiled interval through `jax.pure_callback` with
+`vmap_method="broadcast_all"`: one host call per env step of the whole batch (every seed,
+sweep point and env at once), so vmapped seeds, sweeps, `num_envs` and the runner's sharding
+work as they do for gymnax environments. The JAX-side state of one environment is its slot in a
+host pool and its step count; the simulator's own state lives in the pool.
+
+- Slots: each reset call allocates fresh slots for the whole batch it is given (so the padding
+  copies the runner adds to a batch get envs of their own). An env is seeded once, at its first
+  reset, from its JAX key (two uint32 words), so the same seed gives the same numbers.
+- Steps follow gymnax 1.0 exactly: `terminated`, `truncated`, `info["final_observation"]` the
+  last observation of the episode, and the returned observation the next episode's first (the
+  host resets in the same step; Gymnasium's vector envs would reset on the next step).
+- Actions: integers for Discrete spaces; Box actions are clipped to the space's bounds on the
+  host (as SB3 and CleanRL do), the agent's unclipped action stays what it learns from.
+- Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
+  was asked to reset (evaluation resets a fresh batch every interval). A slot that is stepped
+  after it was closed, or after a restart of the process (`--resume`: simulators cannot be
+  checkpointed), gets a new env: its episode ends there as truncated, and a new one starts.
+- A ragged last interval skips its surplus iterations with a real `lax.cond` (its predicate
+  depends on the interval index only, never on the vmapped axis), so they step no simulator.
+"""
+
+import functools
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int, UInt32
+
+from common.config import ConfigError
+
+PREFIX = "gymnasium:"
+EXTRAS = {  # env id prefixes or names -> the extra that brings their simulator
+    "ALE/": "atari",
+    "HalfCheetah": "mujoco", "Hopper": "mujoco", "Walker2d": "mujoco", "Ant": "mujoco",
+    "Humanoid": "mujoco", "Swimmer": "mujoco", "Reacher": "mujoco", "Pusher": "mujoco",
+    "InvertedPendulum": "mujoco", "InvertedDoublePendulum": "mujoco",
+}  # fmt: skip
+
+
+class HostParams(eqx.Module):
+    """What gymnax-style code reads from an env's params: the episode step limit."""
+
+    max_steps_in_episode: int = eqx.field(static=True)
+
+
+class HostState(eqx.Module):
+    """One environment's JAX-side state: where its simulator is, and how to reseed a new one.
+
+    `slot` indexes the host pool of the process `generation` names; `seed` holds the env's key
+    words, from which a replacement simulator is seeded (with `time`) when the pool has lost
+    it: after `--resume` in a new process, or after eviction.
+    """
+
+    slot: Int[Array, ""]
+    generation: Int[Array, ""]
+    seed: UInt32[Array, " 2"]
+    time: Int[Array, ""]
+
+
+def _extra_for(env_id: str) -> str | None:
+    return next((extra for key, extra in EXTRAS.items() if env_id.startswith(key)), None)
+
+
+def _gymnasium() -> Any:
+    try:
+        import gymnasium
+    except ImportError:
+        raise ConfigError(
+            "gymnasium: environments need Gymnasium: pip install -e '.[gymnasium]'."
+        ) from None
+    return gymnasium
+
+
+def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
+    """`gymnasium:<id>` as a gymnax-style environment and its params, or a ConfigError."""
+    gymnasium = _gymnasium()
+    env_id = name.removeprefix(PREFIX)
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+
+            gymnasium.register_envs(ale_py)
+        except ImportError:
+            raise ConfigError(f"{name} needs ale-py: pip install -e '.[atari]'.") from None
+    try:
+        spec = gymnasium.spec(env_id)
+    except gymnasium.error.Error:
+        close = [n for n in gymnasium.registry if n.split("-")[0] == env_id.split("-")[0]]
+        hint = f" Registered versions: {', '.join(close)}." if close else ""
+        raise ConfigError(
+            f"{name}: Gymnasium has no environment '{env_id}'.{hint} Every id in "
+            "gymnasium.registry works, e.g. gymnasium:CartPole-v1, gymnasium:HalfCheetah-v5."
+        ) from None
+    try:
+        probe = gymnasium.make(env_id)
+    except (ImportError, gymnasium.error.DependencyNotInstalled) as error:
+        extra = _extra_for(env_id) or "gymnasium"
+        raise ConfigError(f"{name} needs {error}; pip install -e '.[{extra}]'.") from None
+    env = GymnasiumEnv(env_id, probe, spec.max_episode_steps)
+    return env, HostParams(env.max_steps)
+
+
+class GymnasiumEnv:
+    """A Gymnasium environment behind gymnax 1.0's API (`reset`, six-value `step`, spaces)."""
+
+    def __init__(self, env_id: str, probe: Any, max_episode_steps: int | None):
+        self.env_id = env_id
+        self.name = PREFIX + env_id
+        self.max_steps = int(max_episode_steps or 1000)
+        space = probe.observation_space
+        self._observation_space = _to_gymnax(space, self.name, "observation")
+        self._action_space = _to_gymnax(probe.action_space, self.name, "action")
+        self._discrete = hasattr(self._action_space, "n")
+        # Byte images (Atari frames) cross to the device as bytes; FloatObservation casts them.
+        self._obs_dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        self._low = None if self._discrete else np.asarray(probe.action_space.low, np.float32)
+        self._high = None if self._discrete else np.asarray(probe.action_space.high, np.float32)
+        probe.close()
+        self.pool = HostPool(env_id, self._obs_dtype)
+
+    @property
+    def default_params(self) -> HostParams:
+        return HostParams(self.max_steps)
+
+    @property
+    def num_actions(self) -> int:
+        return int(self._action_space.n) if self._discrete else int(self._action_space.shape[0])
+
+    def observation_space(self, params: Any = None) -> Any:
+        return self._observation_space
+
+    def action_space(self, params: Any = None) -> Any:
+        return self._action_space
+
+    def _obs_shape(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(tuple(self._observation_space.shape), self._obs_dtype)
+
+    def reset(self, key: Array, params: Any = None) -> tuple[Array, HostState]:
+        seed = jax.random.key_data(key).astype(jnp.uint32)
+        int32 = jax.ShapeDtypeStruct((), jnp.int32)
+        slot, generation, obs = jax.pure_callback(
+            self.pool.reset, (int32, int32, self._obs_shape()), seed, vmap_method="broadcast_all"
+        )
+        return obs, HostState(slot, generation, seed, jnp.zeros((), jnp.int32))
+
+    def step(self, key: Array, state: HostState, action: Any, params: Any = None) -> tuple:
+        action = jnp.asarray(action, jnp.int32 if self._discrete else jnp.float32)
+        obs_shape, int32 = self._obs_shape(), jax.ShapeDtypeStruct((), jnp.int32)
+        flag = jax.ShapeDtypeStruct((), jnp.bool_)
+        shapes = (obs_shape, jax.ShapeDtypeStruct((), jnp.float32), flag, flag, obs_shape,
+                  int32, int32)  # fmt: skip
+        obs, reward, terminated, truncated, final, slot, generation = jax.pure_callback(
+            functools.partial(self.pool.step, low=self._low, high=self._high), shapes,
+            state.slot, state.generation, state.seed, state.time, action,
+            vmap_method="broadcast_all",
+        )  # fmt: skip
+        done = jnp.logical_or(terminated, truncated)
+        state = HostState(slot, generation, state.seed, jnp.where(done, 0, state.time + 1))
+        info = {"final_observation": final, "discount": 1.0 - terminated.astype(jnp.float32)}
+        return obs, state, reward, terminated, truncated, info
+
+
+def _to_gymnax(space: Any, name: str, what: str) -> Any:
+    """A Gymnasium Discrete or Box space as gymnax's; other spaces are refused by name."""
+    from gymnasium import spaces as gym_spaces
+    from gymnax.environments import spaces
+
+    if isinstance(space, gym_spaces.Discrete) and what == "action":
+        return spaces.Discrete(int(space.n))
+    if isinstance(space, gym_spaces.Box):
+        low = np.asarray(space.low, np.float32)
+        high = np.asarray(space.high, np.float32)
+        return spaces.Box(low, high, tuple(space.shape), jnp.float32)
+    kind = type(space).__name__
+    raise ConfigError(
+        f"{name} has a {kind} {what} space ({space}); canter handles Box observations and "
+        "Discrete or Box actions. Flatten it with a Gymnasium wrapper and register the result."
+    )
+
+
+class HostPool:
+    """The host side: this process's Gymnasium envs by slot, made at reset, stepped in batches.
+
+    `generation` tells this process's slots from those in a checkpoint written by another; a
+    step on a slot the pool does not hold (another generation, or evicted) starts a new env.
+    """
+
+    def __init__(self, env_id: str, obs_dtype: Any):
+        self.env_id = env_id
+        self.obs_dtype = obs_dtype
+        self.generation = int.from_bytes(os.urandom(4), "little") >> 1
+        self.envs: OrderedDict[int, Any] = OrderedDict()  # slot -> env, least recently used first
+        self.next_slot = 0
+        self.largest_reset = 1
+        self.restarts = 0  # simulators made again for a lost slot (after --resume, eviction)
+        self.host_s = 0.0  # time spent in the simulators' reset and step, for benchmarks
+        self.steps = 0  # env steps taken, over every slot
+        # Each device of a sharded run may call back from its own thread.
+        self.lock = threading.Lock()
+
+    def _new(self, seed: int) -> tuple[int, np.ndarray]:
+        import gymnasium
+
+        env = gymnasium.make(self.env_id)
+        obs, _ = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        slot, self.next_slot = self.next_slot, self.next_slot + 1
+        self.envs[slot] = env
+        return slot, np.asarray(obs, self.obs_dtype)
+
+    def reset(self, seed_words: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """New envs for a batch of key words (`[..., 2]` uint32): slots, generation, first obs."""
+        with self.lock:
+            tic = time.perf_counter()
+            words = np.asarray(seed_words, np.uint32)
+            batch = words.shape[:-1]
+            made = [self._new(_seed(w)) for w in words.reshape(-1, words.shape[-1])]
+            self.largest_reset = max(self.largest_reset, len(made))
+            self._evict()
+            slots, observations = zip(*made, strict=True)
+            self.host_s += time.perf_counter() - tic
+            generation = np.full(batch, self.generation, np.int32)
+            obs = np.stack(observations)
+            return (
+                np.reshape(slots, batch).astype(np.int32),
+                generation,
+                obs.reshape(batch + obs.shape[1:]),
+            )
+
+    def step(
+        self,
+        slots: Any,
+        generations: Any,
+        seeds: Any,
+        times: Any,
+        actions: Any,
+        low: Any,
+        high: Any,
+    ) -> tuple:
+        """Step each slot's env once (resetting it where its episode ended), in batch order."""
+        with self.lock:
+            tic = time.perf_counter()
+            batch = np.shape(slots)
+            flat = lambda x: np.asarray(x).reshape((-1,) + np.shape(x)[len(batch) :])  # noqa: E731
+            rows = zip(flat(slots), flat(generations), flat(seeds), flat(times), flat(actions),
+                       strict=True)  # fmt: skip
+            outputs = [self._step_one(*row, low, high) for row in rows]
+            self.steps += len(outputs)
+            self._evict()
+            self.host_s += time.perf_counter() - tic
+            columns = (np.stack(column) for column in zip(*outputs, strict=True))
+            return tuple(x.reshape(batch + x.shape[1:]) for x in columns)
+
+    def _step_one(
+        self, slot: Any, generation: Any, seed: Any, t: Any, action: Any, low: Any, high: Any
+    ) -> tuple:
+        env = self.envs.get(int(slot)) if int(generation) == self.generation else None
+        if env is None:
+            # The simulator is gone (a checkpoint from another process, or evicted): a new one,
+            # seeded from the env's key and step count, and the old episode ends as truncated.
+            self.restarts += 1
+            slot, obs = self._new(_seed(np.append(np.asarray(seed, np.uint32), np.uint32(t))))
+            return (obs, np.float32(0.0), False, True, obs, np.int32(slot),
+                    np.int32(self.generation))  # fmt: skip
+        self.envs.move_to_end(int(slot))
+        action = int(action) if low is None else np.clip(action, low, high)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        final = np.asarray(obs, self.obs_dtype)
+        if terminated or truncated:  # gymnax 1.0: reset within the step, not on the next one
+            obs, _ = env.reset()
+        return (np.asarray(obs, self.obs_dtype), np.float32(reward), bool(terminated),
+                bool(truncated), final, np.int32(slot), np.int32(generation))  # fmt: skip
+
+    def _evict(self) -> None:
+        """Close the envs unused for longest once the pool holds over 4x the largest reset
+        batch (evaluation resets a fresh batch every interval)."""
+        while len(self.envs) > 4 * self.largest_reset:
+            _, env = self.envs.popitem(last=False)
+            env.close()
+
+
+def _seed(words: np.ndarray) -> int:
+    """A Gymnasium seed (a non-negative int) from uint32 words (a JAX key's data)."""
+    digest = hashlib.blake2b(np.asarray(words, np.uint32).tobytes(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def render_episode(env: GymnasiumEnv, policy: Any, seed: int) -> tuple[list, list[float]]:
+    """One episode of `policy(obs) -> action` on a fresh simulator, through the env's own
+    `rgb_array` renderer: the frames (arrays) and the running return at each."""
+    import gymnasium
+
+    try:
+        renderer = gymnasium.make(env.env_id, render_mode="rgb_array")
+    except (TypeError, gymnasium.error.Error) as error:
+        raise ConfigError(f"{env.name} cannot render frames: {error}") from None
+    obs, _ = renderer.reset(seed=seed)
+    frames, returns, total = [renderer.render()], [0.0], 0.0
+    for _ in range(env.max_steps):
+        action = np.asarray(policy(np.asarray(obs, np.float32)))
+        action = int(action) if env._discrete else np.clip(action, env._low, env._high)
+        obs, reward, terminated, truncated, _ = renderer.step(action)
+        total += float(reward)
+        frames.append(renderer.render())
+        returns.append(total)
+        if terminated or truncated:
+            break
+    renderer.close()
+    return frames, returns

@@ -1,0 +1,209 @@
+"""Host environments (`gymnasium:<id>`, common/host.py): gymnax 1.0 semantics, seeding,
+refusals, and training through the runner."""
+
+import csv
+import dataclasses
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import ppo, trainer
+from common import checkpoint
+from common.config import ConfigError
+from common.envs import make_env
+from common.host import _seed
+
+# CartPole cut at 12 steps: random actions cross terminations and truncations within a few dozen.
+gymnasium.register("canter-test/ShortCartPole-v0", "gymnasium.envs.classic_control:CartPoleEnv",
+                   max_episode_steps=12)  # fmt: skip
+
+
+class DictObservation(gymnasium.Env):
+    observation_space = gymnasium.spaces.Dict({"a": gymnasium.spaces.Discrete(2)})
+    action_space = gymnasium.spaces.Discrete(2)
+
+
+gymnasium.register("canter-test/DictObs-v0", DictObservation)
+
+
+def reference(env_id: str, key_words: np.ndarray, actions: np.ndarray) -> dict:
+    """A Gymnasium env stepped by hand, gymnax 1.0 style: at an episode's end the step returns
+    the reset observation and keeps the last one as the final observation."""
+    env = gymnasium.make(env_id)
+    obs, _ = env.reset(seed=_seed(key_words))
+    rows = {"first": obs, "obs": [], "reward": [], "terminated": [], "truncated": [], "final": []}
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(int(action))
+        rows["final"].append(obs)
+        if terminated or truncated:
+            obs, _ = env.reset()
+        for name, value in zip(("obs", "reward", "terminated", "truncated"),
+                               (obs, reward, terminated, truncated), strict=True):  # fmt: skip
+            rows[name].append(value)
+    return {k: np.asarray(v) for k, v in rows.items()}
+
+
+def test_steps_equal_gymnasium_field_by_field_across_episode_ends():
+    env, params = make_env("gymnasium:canter-test/ShortCartPole-v0")
+    keys = jax.random.split(jax.random.key(3), 3)
+    actions = np.random.default_rng(0).integers(0, 2, size=(40, 3))
+    actions[:, 0] = 0  # pushing one way ends episodes by termination within the step limit
+
+    @jax.jit
+    def rollout(keys, actions):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+
+        def step(state, action):
+            obs, state, reward, terminated, truncated, info = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(keys, state, action, params)
+            final = info["final_observation"]
+            return state, (obs, reward, terminated, truncated, final)
+
+        _, rows = jax.lax.scan(step, state, actions)
+        return obs, rows
+
+    first, (obs, reward, terminated, truncated, final) = rollout(keys, jnp.asarray(actions))
+    ends = {"terminated": 0, "truncated": 0}
+    for i, words in enumerate(np.asarray(jax.random.key_data(keys))):
+        ref = reference("canter-test/ShortCartPole-v0", words, actions[:, i])
+        np.testing.assert_allclose(first[i], ref["first"], rtol=1e-6)
+        np.testing.assert_allclose(obs[:, i], ref["obs"], rtol=1e-6)
+        np.testing.assert_allclose(final[:, i], ref["final"], rtol=1e-6)
+        np.testing.assert_array_equal(reward[:, i], ref["reward"])
+        np.testing.assert_array_equal(terminated[:, i], ref["terminated"])
+        np.testing.assert_array_equal(truncated[:, i], ref["truncated"])
+        for kind in ends:
+            ends[kind] += int(ref[kind].sum())
+    assert min(ends.values()) >= 2, ends  # the walk crossed both kinds of episode end
+
+
+def test_refusals_name_the_problem(monkeypatch):
+    with pytest.raises(ConfigError, match="Gymnasium has no environment 'Nope-v0'"):
+        make_env("gymnasium:Nope-v0")
+    with pytest.raises(ConfigError, match="Registered versions: CartPole-v0, CartPole-v1"):
+        make_env("gymnasium:CartPole-v7")
+    with pytest.raises(ConfigError, match="a Dict observation space"):
+        make_env("gymnasium:canter-test/DictObs-v0")
+    with pytest.raises(ConfigError, match="handles continuous actions only; use algorithms/"):
+        make_env("gymnasium:CartPole-v1", action="continuous", algorithm="sac.py")
+
+    def missing(*args, **kwargs):
+        raise gymnasium.error.DependencyNotInstalled(
+            'MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`'
+        )
+
+    monkeypatch.setattr(gymnasium, "make", missing)
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[mujoco\]'"):
+        make_env("gymnasium:HalfCheetah-v5")
+
+
+SMALL = ppo.Config(
+    env="gymnasium:CartPole-v1", total_timesteps=4 * 16 * 8, num_envs=4, num_steps=16,
+    num_minibatches=2, update_epochs=2, eval_every=2, num_eval_envs=2, num_seeds=2,
+)  # fmt: skip
+
+
+def test_ppo_runs_vmapped_seeds_and_the_same_seed_gives_the_same_numbers(tmp_path):
+    first = trainer.run(SMALL, ppo.make_train, algo="ppo", verbose=False, run_dir=tmp_path / "a")
+    again = trainer.run(SMALL, ppo.make_train, algo="ppo", verbose=False)
+    for group in ("train", "eval"):
+        for name, value in first.metrics[group].items():
+            np.testing.assert_array_equal(again.metrics[group][name], value, err_msg=name)
+    returns = first.metrics["train"]["episodic_return"]
+    assert returns.shape == (2, 4) and not np.allclose(returns[0], returns[1])  # seeds differ
+    assert (tmp_path / "a" / "summary.json").exists()
+
+
+def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps():
+    # 8 iterations in intervals of 3: the last interval's third iteration is skipped by a real
+    # cond, so the simulators take the kept steps and the evaluations' fixed-length scans only.
+    ragged = dataclasses.replace(SMALL, eval_every=3)
+    env, params = make_env(ragged.env)
+    pool = env.unwrapped.pool
+    before = pool.steps
+    result = trainer.run(ragged, ppo.make_train, algo="ppo", verbose=False)
+    intervals = result.metrics["eval"]["episodic_return"].shape[1]
+    train_steps = ragged.num_seeds * 8 * ragged.num_envs * ragged.num_steps
+    eval_steps = ragged.num_seeds * intervals * ragged.num_eval_envs * params.max_steps_in_episode
+    assert intervals == 3 and pool.steps - before == train_steps + eval_steps
+
+
+def cli(repo_root, script, *args):
+    command = [sys.executable, str(repo_root / "algorithms" / script), *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def metrics_rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(repo_root, tmp_path):
+    args = ["--env", "gymnasium:CartPole-v1", "--total-timesteps", str(4 * 32 * 400),
+            "--num-steps", "32", "--eval-every", "40", "--num-eval-envs", "2"]  # fmt: skip
+    killed = tmp_path / "killed"
+    victim = cli(repo_root, "ppo.py", *args, "--run-dir", str(killed), "--checkpoint-every", "1")
+    deadline, saved = time.time() + 600, 0
+    while time.time() < deadline and victim.poll() is None:
+        if (killed / "checkpoint.eqx").exists():
+            saved = checkpoint.read_header(killed / "checkpoint.eqx")[0]["interval"]
+            if saved >= 2:
+                break
+        time.sleep(0.02)
+    assert victim.poll() is None, "the run finished before it could be killed"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    copy = tmp_path / "copy"
+    shutil.copytree(killed, copy)
+    outputs = []
+    for run_dir in (killed, copy):
+        resumed = cli(repo_root, "ppo.py", "--resume", str(run_dir))
+        out, err = resumed.communicate(timeout=600)
+        assert resumed.returncode == 0, err
+        assert "host simulators cannot be saved" in out, out
+        outputs.append(out)
+    rows = metrics_rows(killed / "seed_0" / "metrics.csv")
+    assert [int(r["interval"]) for r in rows] == list(range(1, 11))  # no gap, no repeat
+    # A resumed run is a function of its checkpoint: restarted simulators are seeded from it.
+    assert rows == metrics_rows(copy / "seed_0" / "metrics.csv")
+    assert float(rows[-1]["eval/episodic_return"]) > 0
+
+
+def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path):
+    from algorithms import sac
+
+    config = sac.Config(env="gymnasium:Pendulum-v1", total_timesteps=300, learning_starts=100,
+                        eval_every=100, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
+    result = trainer.run(config, sac.make_train, algo="sac", verbose=False, run_dir=tmp_path / "r")
+    assert np.isfinite(result.metrics["train"]["value_loss"][:, -1]).all()
+    assert np.all(result.metrics["eval"]["episodic_length"] == 200)
+    gif = tmp_path / "episode.gif"
+    command = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r"),
+               "--episodes", "1", "--gif", str(gif)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "over 200 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
+
+
+@pytest.mark.slow
+def test_mujoco_halfcheetah_trains_and_repeats_its_numbers():
+    pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
+    from algorithms import td3
+
+    config = td3.Config(env="gymnasium:HalfCheetah-v5", total_timesteps=400, learning_starts=200,
+                        eval_every=200, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
+    first = trainer.run(config, td3.make_train, algo="td3", verbose=False)
+    again = trainer.run(config, td3.make_train, algo="td3", verbose=False)
+    for name, value in first.metrics["eval"].items():
+        np.testing.assert_array_equal(again.metrics["eval"][name], value, err_msg=name)
+    assert np.all(first.metrics["eval"]["episodic_length"] == 1000)  # no early termination
