@@ -39,7 +39,7 @@ def use_cpu_cores() -> None:
 
 
 def batch_shardings(
-    size: int, data_parallel: bool = False
+    size: int, data_parallel: bool = False, one_device: bool = False
 ) -> tuple[NamedSharding, NamedSharding, int]:
     """Shardings of a batch axis of `size` entries over the devices, and its padded size.
 
@@ -47,8 +47,10 @@ def batch_shardings(
     jax.distributed (multi-host). On one process no device only computes padding: with fewer
     entries than devices, one seed keeps every core, unless `data_parallel`, which gives each
     entry `devices // size` devices along "data" to split its envs and minibatches over.
+    `one_device` keeps the whole batch on the first device (host envs, common/host.py: their
+    callback runs on one device, and a batch split over several would be gathered to it).
     """
-    devices = jax.devices()
+    devices = jax.devices()[:1] if one_device else jax.devices()
     data = len(devices) // size if data_parallel and size < len(devices) else 1
     if jax.process_count() == 1:
         devices = devices[: size * data]

@@ -127,7 +127,7 @@ class GymnasiumEnv:
         self._low = None if self._discrete else np.asarray(probe.action_space.low, np.float32)
         self._high = None if self._discrete else np.asarray(probe.action_space.high, np.float32)
         probe.close()
-        self.pool = HostPool(env_id, self._obs_dtype)
+        self.pool = HostPool(env_id, tuple(space.shape), self._obs_dtype)
 
     @property
     def default_params(self) -> HostParams:
@@ -196,8 +196,9 @@ class HostPool:
     step on a slot the pool does not hold (another generation, or evicted) starts a new env.
     """
 
-    def __init__(self, env_id: str, obs_dtype: Any):
+    def __init__(self, env_id: str, obs_shape: tuple[int, ...], obs_dtype: Any):
         self.env_id = env_id
+        self.obs_shape = obs_shape
         self.obs_dtype = obs_dtype
         self.generation = int.from_bytes(os.urandom(4), "little") >> 1
         self.envs: OrderedDict[int, Any] = OrderedDict()  # slot -> env, least recently used first
@@ -212,7 +213,8 @@ class HostPool:
     def _new(self, seed: int) -> tuple[int, np.ndarray]:
         import gymnasium
 
-        env = gymnasium.make(self.env_id)
+        # Without Gymnasium's passive checker: it re-checks every step's output, in Python.
+        env = gymnasium.make(self.env_id, disable_env_checker=True)
         obs, _ = env.reset(seed=seed)
         env.action_space.seed(seed)
         slot, self.next_slot = self.next_slot, self.next_slot + 1
@@ -252,35 +254,42 @@ class HostPool:
         with self.lock:
             tic = time.perf_counter()
             batch = np.shape(slots)
-            flat = lambda x: np.asarray(x).reshape((-1,) + np.shape(x)[len(batch) :])  # noqa: E731
-            rows = zip(flat(slots), flat(generations), flat(seeds), flat(times), flat(actions),
-                       strict=True)  # fmt: skip
-            outputs = [self._step_one(*row, low, high) for row in rows]
-            self.steps += len(outputs)
+            n = int(np.prod(batch))
+            actions = np.asarray(actions).reshape((n,) + np.shape(actions)[len(batch) :])
+            if low is None:
+                actions = actions.tolist()  # Python ints: what Discrete spaces take, and fast
+            else:
+                actions = np.clip(actions, low, high)
+            obs = np.empty((n,) + self.obs_shape, self.obs_dtype)
+            final = np.empty((n,) + self.obs_shape, self.obs_dtype)
+            reward = np.zeros(n, np.float32)
+            terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+            out_slots = np.asarray(slots, np.int32).reshape(n).copy()
+            rows = zip(out_slots.tolist(), np.asarray(generations).reshape(n).tolist(), strict=True)
+            for i, (slot, generation) in enumerate(rows):
+                env = self.envs.get(slot) if generation == self.generation else None
+                if env is None:
+                    # The simulator is gone (a checkpoint of another process, or evicted): a
+                    # new one, seeded from the env's key words and step count; the episode in
+                    # flight ends there, as truncated.
+                    words = np.append(np.asarray(seeds).reshape(n, -1)[i],
+                                      np.asarray(times).reshape(n)[i])  # fmt: skip
+                    out_slots[i], obs[i] = self._new(_seed(words.astype(np.uint32)))
+                    final[i], truncated[i] = obs[i], True
+                    self.restarts += 1
+                    continue
+                self.envs.move_to_end(slot)
+                next_obs, reward[i], terminated[i], truncated[i], _ = env.step(actions[i])
+                final[i] = next_obs
+                if terminated[i] or truncated[i]:  # gymnax 1.0: reset within this step
+                    next_obs, _ = env.reset()
+                obs[i] = next_obs
+            self.steps += n
             self._evict()
             self.host_s += time.perf_counter() - tic
-            columns = (np.stack(column) for column in zip(*outputs, strict=True))
-            return tuple(x.reshape(batch + x.shape[1:]) for x in columns)
-
-    def _step_one(
-        self, slot: Any, generation: Any, seed: Any, t: Any, action: Any, low: Any, high: Any
-    ) -> tuple:
-        env = self.envs.get(int(slot)) if int(generation) == self.generation else None
-        if env is None:
-            # The simulator is gone (a checkpoint from another process, or evicted): a new one,
-            # seeded from the env's key and step count, and the old episode ends as truncated.
-            self.restarts += 1
-            slot, obs = self._new(_seed(np.append(np.asarray(seed, np.uint32), np.uint32(t))))
-            return (obs, np.float32(0.0), False, True, obs, np.int32(slot),
-                    np.int32(self.generation))  # fmt: skip
-        self.envs.move_to_end(int(slot))
-        action = int(action) if low is None else np.clip(action, low, high)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        final = np.asarray(obs, self.obs_dtype)
-        if terminated or truncated:  # gymnax 1.0: reset within the step, not on the next one
-            obs, _ = env.reset()
-        return (np.asarray(obs, self.obs_dtype), np.float32(reward), bool(terminated),
-                bool(truncated), final, np.int32(slot), np.int32(generation))  # fmt: skip
+            generation = np.full(batch, self.generation, np.int32)
+            shape = lambda x: x.reshape(batch + x.shape[1:])  # noqa: E731
+            return (*map(shape, (obs, reward, terminated, truncated, final, out_slots)), generation)
 
     def _evict(self) -> None:
         """Close the envs unused for longest once the pool holds over 4x the largest reset

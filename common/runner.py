@@ -89,7 +89,9 @@ class Programs:
         return f"{rows} device(s)" if data == 1 else f"{rows}x{data} devices (data-parallel)"
 
 
-def compile_programs(make_train: Callable, batch: Batch, data_parallel: bool = False) -> Programs:
+def compile_programs(
+    make_train: Callable, batch: Batch, data_parallel: bool = False, one_device: bool = False
+) -> Programs:
     """Compile `start` and one `interval` of `make_train`, vmapped over the batch and sharded.
 
     Inside the trace `make_train` sees float fields as tracers; it builds nothing static there
@@ -99,7 +101,7 @@ def compile_programs(make_train: Callable, batch: Batch, data_parallel: bool = F
     are split too (common/minibatch.py); XLA averages the gradients across the split. Sharding
     annotations change where values live, never what they are.
     """
-    sharded, replicated, padded = batch_shardings(batch.size, data_parallel)
+    sharded, replicated, padded = batch_shardings(batch.size, data_parallel, one_device)
     configs, keys = (place(pad(x, padded), sharded) for x in batch.inputs())
     mesh = sharded.mesh
     start = jax.vmap(lambda c, k: make_train(c).start(k), spmd_axis_name="batch")
@@ -165,7 +167,8 @@ def run(
     out = _check_options(run_dir, resume, checkpoint_every, track)
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
-    programs = compile_programs(make_train, batch, data_parallel)
+    host = _check_host(train, data_parallel)
+    programs = compile_programs(make_train, batch, data_parallel, one_device=host)
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
     where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
@@ -175,7 +178,7 @@ def run(
     if resume:
         state, first, earlier_s, history, diverged.first = _resume(out, programs, batch, record)
         _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
-        if hasattr(train.env.unwrapped, "pool"):  # common/host.py
+        if host:
             _say(say, "host simulators cannot be saved: the episodes in flight restart (their "
                  "last step reads as truncated), seeded from the checkpoint")  # fmt: skip
     log = _open_log(out if main else None, batch, train, track, record, history)
@@ -328,6 +331,21 @@ def _to_lists(tree: Any) -> Any:
 def _say(say: Callable | None, line: str) -> None:
     if say is not None:
         say(line)
+
+
+def _check_host(train: Any, data_parallel: bool) -> bool:
+    """Whether the env steps on the host (common/host.py), refusing what it cannot do: its
+    simulators live in one process and its callback runs on one device."""
+    if not hasattr(train.env.unwrapped, "pool"):
+        return False
+    name = train.env.unwrapped.name
+    if jax.process_count() > 1:
+        raise ConfigError(f"{name} steps on this host: it runs in one process, not multi-host.")
+    if data_parallel:
+        raise ConfigError(
+            f"{name} steps on the host, on one device: --data-parallel has nothing to split."
+        )
+    return True
 
 
 def _check_options(

@@ -137,6 +137,24 @@ def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps():
     assert intervals == 3 and pool.steps - before == train_steps + eval_steps
 
 
+def test_cli_refuses_before_compiling_with_exit_2(repo_root):
+    cases = [
+        (("--env", "gymnasium:HalfCheetah-v9"), "Registered versions: HalfCheetah-v2"),
+        (("--env", "gymnasium:canter-missing/Nope-v0"), "Gymnasium has no environment"),
+        (("--env", "gymnasium:CartPole-v1"), "handles continuous actions only; use"),
+    ]
+    for args, needle in cases:
+        done = subprocess.run([sys.executable, str(repo_root / "algorithms" / "sac.py"), *args],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 2 and needle in done.stderr, (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--env",
+         "gymnasium:CartPole-v1", "--data-parallel"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "nothing to split" in done.stderr, done.stderr[-2000:]
+
+
 def cli(repo_root, script, *args):
     command = [sys.executable, str(repo_root / "algorithms" / script), *args]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -207,3 +225,25 @@ def test_mujoco_halfcheetah_trains_and_repeats_its_numbers():
     for name, value in first.metrics["eval"].items():
         np.testing.assert_array_equal(again.metrics["eval"][name], value, err_msg=name)
     assert np.all(first.metrics["eval"]["episodic_length"] == 1000)  # no early termination
+
+
+# --- learning: the Gymnasium twins of two gymnax references (something no one here wrote)
+
+
+@pytest.mark.learning
+def test_ppo_learns_gymnasium_cartpole_as_on_gymnax():
+    # The gymnax CartPole learning test's config (PureJaxRL's defaults, 5e5 steps, 4 seeds).
+    config = ppo.Config(env="gymnasium:CartPole-v1", num_seeds=4)
+    result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
+    assert np.all(result.metrics["eval"]["episodic_return"][:, -1] >= 475), result.summary
+    assert result.summary["final_return_mean"] >= 475, result.summary
+
+
+@pytest.mark.learning
+def test_sac_learns_gymnasium_pendulum_as_on_gymnax():
+    from algorithms import sac
+
+    # The gymnax Pendulum learning test's config (the defaults, 5e4 steps, 4 seeds).
+    config = sac.Config(env="gymnasium:Pendulum-v1", num_seeds=4)
+    result = trainer.run(config, sac.make_train, algo="sac", verbose=False)
+    assert result.summary["eval_return_mean"] >= -250, result.summary
