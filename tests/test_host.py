@@ -4,10 +4,8 @@ refusals, and training through the runner."""
 import csv
 import dataclasses
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import gymnasium
 import jax
@@ -16,10 +14,10 @@ import numpy as np
 import pytest
 
 from algorithms import ppo, trainer
-from common import checkpoint
 from common.config import ConfigError
 from common.envs import make_env
 from common.host import _seed
+from tests.checks import kill_after_checkpoint
 
 # CartPole cut at 12 steps: random actions cross terminations and truncations within a few dozen.
 gymnasium.register("canter-test/ShortCartPole-v0", "gymnasium.envs.classic_control:CartPoleEnv",
@@ -171,16 +169,7 @@ def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(re
             "--num-steps", "32", "--eval-every", "40", "--num-eval-envs", "2"]  # fmt: skip
     killed = tmp_path / "killed"
     victim = cli(repo_root, "ppo.py", *args, "--run-dir", str(killed), "--checkpoint-every", "1")
-    deadline, saved = time.time() + 600, 0
-    while time.time() < deadline and victim.poll() is None:
-        if (killed / "checkpoint.eqx").exists():
-            saved = checkpoint.read_header(killed / "checkpoint.eqx")[0]["interval"]
-            if saved >= 2:
-                break
-        time.sleep(0.02)
-    assert victim.poll() is None, "the run finished before it could be killed"
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    kill_after_checkpoint(victim, killed, 2)
     copy = tmp_path / "copy"
     shutil.copytree(killed, copy)
     outputs = []

@@ -3,10 +3,8 @@
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -16,6 +14,7 @@ from algorithms import ppo, trainer
 from common import checkpoint
 from common.batch import parse_sweep
 from common.config import ConfigError
+from tests.checks import kill_after_checkpoint
 
 # 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
 SMALL = ppo.Config(
@@ -281,18 +280,7 @@ def test_sigkill_then_resume_loses_at_most_one_interval(repo_root, tmp_path):
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
     killed_dir = tmp_path / "killed"
     victim = cli(repo_root, *args, "--run-dir", str(killed_dir), "--checkpoint-every", "1")
-    deadline = time.time() + 600
-    saved = 0
-    while time.time() < deadline and victim.poll() is None:
-        path = killed_dir / "checkpoint.eqx"
-        if path.exists():
-            saved = checkpoint.read_header(path)[0]["interval"]
-            if saved >= 3:
-                break
-        time.sleep(0.02)
-    assert victim.poll() is None, "the run finished before it could be killed"
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    saved = kill_after_checkpoint(victim, killed_dir, 3)
     resumed = cli(repo_root, "--resume", str(killed_dir))
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
