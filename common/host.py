@@ -3,9 +3,10 @@
 Simulators such as MuJoCo and the Atari emulator run on the host, not as JAX programs. canter
 reaches them from inside the compiled interval through `jax.pure_callback` with
 `vmap_method="broadcast_all"`: one host call per env step of the whole batch (every seed,
-sweep point and env at once), so vmapped seeds, sweeps, `num_envs` and the runner's sharding
-work as they do for gymnax environments. The JAX-side state of one environment is its slot in a
-host pool and its step count; the simulator's own state lives in the pool.
+sweep point and env at once), so vmapped seeds, sweeps and `num_envs` work as they do for gymnax
+environments (the runner keeps such a run on one device: the callback runs on one). The JAX-side
+state of one environment (`HostState`) is its slot in a host pool, the pool's generation, its
+seed words and its step count; the simulator's own state lives in the pool.
 
 - Slots: each reset call allocates fresh slots for the whole batch it is given (so the padding
   copies the runner adds to a batch get envs of their own). An env is seeded once, at its first
@@ -18,7 +19,8 @@ host pool and its step count; the simulator's own state lives in the pool.
 - Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
   was asked to reset (evaluation resets a fresh batch every interval). A slot that is stepped
   after it was closed, or after a restart of the process (`--resume`: simulators cannot be
-  checkpointed), gets a new env: its episode ends there as truncated, and a new one starts.
+  checkpointed), gets a new env seeded from its seed words and step count (so a resumed run is
+  a function of its checkpoint): its episode ends there as truncated, and a new one starts.
 - A ragged last interval skips its surplus iterations with a real `lax.cond` (its predicate
   depends on the interval index only, never on the vmapped axis), so they step no simulator.
 """
