@@ -20,6 +20,7 @@ overridden to match).
     python benchmarks/speed.py --algo ppo-minatar    # PPO on Breakout-MinAtar, 1 and 8 seeds
     python benchmarks/speed.py --algo pqn-minatar    # PQN against the random-policy ceiling
     python benchmarks/speed.py --algo ppo-dp --seeds 1   # one seed's envs over 2 CPU devices
+    python benchmarks/speed.py --algo host           # host-env adapter vs a bare Gymnasium env
 
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
 10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
@@ -35,7 +36,10 @@ end; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar
 in speed_pqn-minatar.md. `--algo ppo-dp`: PureJaxRL's CartPole PPO with 1024 envs x 16 steps
 for 100 iterations (1,638,400 env steps), one seed: the CLI runner on one device, the CLI runner
 with `--data-parallel` (the seed's envs and minibatches over the CPU devices, one per core), and
-rejax; results in speed_ppo-dp.md.
+rejax; results in speed_ppo-dp.md. `--algo host` (the `mujoco` extra): random actions in
+HalfCheetah-v5 for 4,000 steps of 1 and 8 envs, through canter's adapter (`gymnasium:` env,
+one jitted scan, compile excluded) against Gymnasium's own sync vector env stepped from Python;
+results in speed_host.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -295,6 +299,8 @@ def measure(
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
+    if algo == "host":
+        return measure_host(impl, num_envs, num_steps)
     if impl in ("canter", "canter-dp"):
         import importlib
 
@@ -366,6 +372,79 @@ def measure(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "final_returns": [float(r) for r in returns],
     }
+
+
+HOST_ENV, HOST_STEPS, HOST_ENVS = "HalfCheetah-v5", 4_000, (1, 8)
+
+
+def measure_host(impl: str, num_envs: int, steps: int) -> dict:
+    """Random-action env steps/s of HOST_ENV: canter's adapter ("adapter": a jitted scan of
+    vmapped steps, compile excluded) or a bare Gymnasium sync vector env ("bare")."""
+    import jax
+
+    tic = time.perf_counter()
+    if impl == "adapter":
+        from common.envs import make_env
+
+        env, params = make_env(f"gymnasium:{HOST_ENV}")
+        space = env.action_space(params)
+        reset = jax.vmap(env.reset, in_axes=(0, None))
+        step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+        def rollout(key: jax.Array) -> jax.Array:
+            obs, state = reset(jax.random.split(key, num_envs), params)
+
+            def one(state: object, key: jax.Array) -> tuple:
+                action = jax.random.uniform(key, (num_envs, *space.shape), minval=space.low,
+                                            maxval=space.high)  # fmt: skip
+                keys = jax.random.split(key, num_envs)
+                _, state, reward, *_ = step(keys, state, action, params)
+                return state, reward
+
+            return jax.lax.scan(one, state, jax.random.split(key, steps))[1].sum()
+
+        compiled = jax.jit(rollout).lower(jax.random.key(0)).compile()
+        compile_s = time.perf_counter() - tic
+        tic = time.perf_counter()
+        jax.block_until_ready(compiled(jax.random.key(0)))
+    else:
+        import gymnasium
+
+        envs = gymnasium.make_vec(HOST_ENV, num_envs, vectorization_mode="sync")
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        compile_s = time.perf_counter() - tic
+        tic = time.perf_counter()
+        for _ in range(steps):
+            envs.step(envs.action_space.sample())
+    run_s = time.perf_counter() - tic
+    return {"impl": impl, "num_envs": num_envs, "steps": steps, "run_s": run_s,
+            "setup_s": compile_s, "steps_per_s": num_envs * steps / run_s}  # fmt: skip
+
+
+def host_overhead(repeats: int) -> str:
+    """canter's host-env adapter against the bare Gymnasium vector env, fresh processes in turn."""
+    lines = [
+        "| envs | adapter env steps/s | bare Gymnasium env steps/s "
+        "| adapter / bare: median (per round) |",
+        "|---:|---:|---:|---|",
+    ]
+    for num_envs in HOST_ENVS:
+        rounds = []
+        for repeat in range(repeats):
+            pair = {i: spawn(i, 1, num_envs, HOST_STEPS, 1, "host") for i in ("adapter", "bare")}
+            rounds.append(pair)
+            print(f"  envs {num_envs} round {repeat}: " + ", ".join(
+                f"{i} {r['steps_per_s']:,.0f} steps/s" for i, r in pair.items()
+            ), flush=True)  # fmt: skip
+        ratios = [r["adapter"]["steps_per_s"] / r["bare"]["steps_per_s"] for r in rounds]
+        cells = [
+            statistics.median(r[i]["steps_per_s"] for r in rounds) for i in ("adapter", "bare")
+        ]
+        per_round = ", ".join(f"{x:.2f}" for x in ratios)
+        lines.append(f"| {num_envs} | {cells[0]:,.0f} | {cells[1]:,.0f} "
+                     f"| {statistics.median(ratios):.2f} ({per_round}) |")  # fmt: skip
+    return "\n".join(lines)
 
 
 # --- the driver
@@ -572,7 +651,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
         "--algo",
-        choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp"],
+        choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host"],
         default="ppo",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
@@ -583,6 +662,12 @@ def main() -> None:
         return
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.algo == "host":
+        print(f"host-env adapter against bare Gymnasium, {HOST_ENV}, {machine()}", flush=True)
+        table = host_overhead(args.repeats)
+        (args.out / "speed_host.md").write_text(f"{table}\n\nMachine: {machine()}.\n")
+        print(table)
+        return
     if args.algo == "pqn-minatar":
         print(f"PQN against the random-policy ceiling, {machine()}", flush=True)
         table = ceiling(args.repeats)

@@ -56,7 +56,8 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
     readme = (repo_root / "README.md").read_text()
     results = ("returns/returns.md", "speed.md", "scaling.md")
     results += tuple(
-        f"speed_{algo}.md" for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp")
+        f"speed_{algo}.md"
+        for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host")
     )
     for path in (f"benchmarks/results/{name}" for name in results):
         table = [
