@@ -54,8 +54,15 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
     if hasattr(env.unwrapped, "pool"):  # a host (Gymnasium) env draws its own frames
         from common.host import render_episode
 
-        act = lambda obs: policy(jnp.asarray(obs)[None], train.start_carry(1))[0][0]  # noqa: E731
-        frames, returns = render_episode(env.unwrapped, act, seed)
+        carry = train.start_carry(1)
+
+        def act(obs: np.ndarray) -> jax.Array:  # carries a recurrent policy's memory along
+            nonlocal carry
+            action, carry = policy(jnp.asarray(obs)[None], carry)
+            return action[0]
+
+        limit = int(env_params.max_steps_in_episode)
+        frames, returns = render_episode(env.unwrapped, act, seed, limit)
         save_gif([Image.fromarray(frame) for frame in frames], returns, path)
         return returns[-1], len(frames) - 1
     reset, step = jax.jit(env.reset), jax.jit(env.step)

@@ -67,10 +67,10 @@ class Train:
         return None if self.initial_carry is None else self.initial_carry(num_envs)
 
     def evaluate(self, state: Any, key: PRNGKeyArray) -> Metrics:
-        """Mean return and length of one greedy episode on each of `num_eval_envs` envs."""
-        n = self.num_eval_envs
-        return run_episodes(self.env, self.env_params, self.policy(state), self.start_carry(n),
-                            key, n)  # fmt: skip
+        """Mean return and length of one greedy episode on each of `num_eval_envs` envs,
+        without training-only wrappers (Atari's life loss and reward clipping)."""
+        n, env = self.num_eval_envs, getattr(self.env, "evaluation_env", self.env)
+        return run_episodes(env, self.env_params, self.policy(state), self.start_carry(n), key, n)
 
     def start(self, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:
         """The initial state and the key every evaluation of this seed derives from."""

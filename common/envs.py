@@ -16,7 +16,13 @@ import jax
 from jax.typing import ArrayLike
 
 from common.config import ConfigError
-from common.wrappers import EpisodeStats, FloatObservation, ObservationSubset, StickyActions
+from common.wrappers import (
+    AtariTraining,
+    EpisodeStats,
+    FloatObservation,
+    ObservationSubset,
+    StickyActions,
+)
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -120,6 +126,8 @@ def make_env(
     algorithm: str = "",
     image: bool = False,
     sticky_action_prob: float | ArrayLike = 0.0,
+    episodic_life: bool = True,
+    clip_rewards: bool = True,
 ) -> tuple:
     """Env `name` with float observations and episode statistics, and its default params.
 
@@ -128,6 +136,8 @@ def make_env(
     when the env's action space is of the other kind, naming the canter files that handle it.
     `sticky_action_prob` wraps the MinAtar games in `StickyActions` (always, so a traced
     probability gives the same program as a concrete one); above 0 elsewhere it is refused.
+    Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
+    training only; evaluation runs on the env's `evaluation_env`); other envs ignore both.
     """
     env, params = _build(name)
     kind = action_kind(env, params)
@@ -146,7 +156,8 @@ def make_env(
     if image and len(shape) != 3:
         raise ConfigError(
             f"network 'cnn' needs image observations (height x width x channels), but {name} "
-            f"gives shape {shape}; use --network mlp (image envs: {', '.join(STICKY_ACTION_ENVS)})."
+            f"gives shape {shape}; use --network mlp (image envs: {', '.join(STICKY_ACTION_ENVS)}"
+            f", and {HOST_PREFIX}ALE/<Game>-v5)."
         )
     if name in STICKY_ACTION_ENVS:
         env = StickyActions(env, sticky_action_prob)
@@ -155,4 +166,7 @@ def make_env(
             f"sticky_action_prob = {sticky_action_prob}, but {name} does not support sticky "
             f"actions (those that do: {', '.join(STICKY_ACTION_ENVS)}); set it to 0."
         )
-    return EpisodeStats(FloatObservation(env, keep_shape=image)), params
+    env = EpisodeStats(FloatObservation(env, keep_shape=image))
+    if name.startswith(f"{HOST_PREFIX}ALE/"):
+        env = AtariTraining(env, episodic_life=episodic_life, clip_rewards=clip_rewards)
+    return env, params

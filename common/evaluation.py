@@ -20,7 +20,8 @@ def run_episodes(
     feed-forward policy). Each env plays one episode, so the carry never needs resetting.
     Runs exactly the env's `max_steps_in_episode` steps: a fixed-length scan rather than a
     while loop, whose "all done?" test would couple vmapped seeds and, sharded, need a
-    cross-device reduction every step.
+    cross-device reduction every step. A host env (common/host.py, one device) stops once every
+    episode has ended instead: its steps are simulator calls (an Atari limit is 27,000 steps).
     """
     reset_key, key = jax.random.split(key)
     reset_keys = jax.random.split(reset_key, num_envs)
@@ -40,6 +41,19 @@ def run_episodes(
 
     zeros = jnp.zeros(num_envs)
     loop = (obs, carry, env_state, zeros, zeros, jnp.zeros(num_envs, bool))
-    step_keys = jax.random.split(key, int(env_params.max_steps_in_episode))
-    (*_, returns, lengths, _), _ = jax.lax.scan(step, loop, step_keys)
+    max_steps = int(env_params.max_steps_in_episode)
+    step_keys = jax.random.split(key, max_steps)
+    if not hasattr(getattr(env, "unwrapped", env), "pool"):
+        (*_, returns, lengths, _), _ = jax.lax.scan(step, loop, step_keys)
+    else:
+
+        def running(carry: tuple) -> Array:
+            t, loop = carry
+            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(loop[-1])))
+
+        def advance(carry: tuple) -> tuple:
+            t, loop = carry
+            return t + 1, step(loop, step_keys[t])[0]
+
+        _, (*_, returns, lengths, _) = jax.lax.while_loop(running, advance, (0, loop))
     return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}

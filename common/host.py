@@ -14,6 +14,13 @@ seed words and its step count; the simulator's own state lives in the pool.
 - Steps follow gymnax 1.0 exactly: `terminated`, `truncated`, `info["final_observation"]` the
   last observation of the episode, and the returned observation the next episode's first (the
   host resets in the same step; Gymnasium's vector envs would reset on the next step).
+- Atari (`ALE/<Game>-v5`) comes preprocessed, as DQN (Mnih et al. 2015) and CleanRL's Atari
+  files train it: no-op starts (up to 30), frame skip 4 with a max over the last two frames,
+  84x84 greyscale, the last 4 frames stacked, channels last (84x84x4 bytes, the HxWxC layout
+  of every canter image); v5's sticky actions (0.25, Machado et al. 2018) stay on. Each step
+  also reports `info["life_lost"]`; the training-only parts (a lost life ends the learner's
+  episode, rewards clipped to their sign) are `common.wrappers.AtariTraining`, which evaluation
+  runs without.
 - Actions: integers for Discrete spaces; Box actions are clipped to the space's bounds on the
   host (as SB3 and CleanRL do), the agent's unclipped action stays what it learns from.
 - Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
@@ -25,11 +32,11 @@ seed words and its step count; the simulator's own state lives in the pool.
   depends on the interval index only, never on the vmapped axis), so they step no simulator.
 """
 
+import atexit
 import functools
 import hashlib
 import os
 import threading
-import time
 from collections import OrderedDict
 from typing import Any
 
@@ -84,6 +91,32 @@ def _gymnasium() -> Any:
     return gymnasium
 
 
+ATARI_FRAME_SKIP, ATARI_STACK = 4, 4
+
+
+def make_gymnasium(env_id: str, **kwargs: Any) -> Any:
+    """A Gymnasium env as canter steps it: Atari preprocessed (the module docstring), anything
+    else as registered, without Gymnasium's passive checker (it re-checks every step in Python)."""
+    import gymnasium
+
+    if not env_id.startswith("ALE/"):
+        return gymnasium.make(env_id, disable_env_checker=True, **kwargs)
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    # frameskip=1 below: AtariPreprocessing skips frames itself, max-pooling the last two.
+    env = gymnasium.make(env_id, frameskip=1, disable_env_checker=True, **kwargs)
+    env = AtariPreprocessing(env, noop_max=30, frame_skip=ATARI_FRAME_SKIP, screen_size=84)
+    return FrameStackObservation(env, ATARI_STACK)
+
+
+def _channels_last(space: Any) -> Any:
+    """A frame stack's Box (stack, height, width) as (height, width, stack)."""
+    from gymnasium import spaces as gym_spaces
+
+    low, high = (np.moveaxis(np.asarray(b), 0, -1) for b in (space.low, space.high))
+    return gym_spaces.Box(low, high, low.shape, space.dtype)
+
+
 def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     """`gymnasium:<id>` as a gymnax-style environment and its params, or a ConfigError."""
     gymnasium = _gymnasium()
@@ -105,11 +138,14 @@ def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
             "gymnasium.registry works, e.g. gymnasium:CartPole-v1, gymnasium:HalfCheetah-v5."
         ) from None
     try:
-        probe = gymnasium.make(env_id)
+        probe = make_gymnasium(env_id)
     except (ImportError, gymnasium.error.DependencyNotInstalled) as error:
         extra = _extra_for(env_id) or "gymnasium"
         raise ConfigError(f"{name} needs {error}; pip install -e '.[{extra}]'.") from None
-    env = GymnasiumEnv(env_id, probe, spec.max_episode_steps)
+    max_steps = spec.max_episode_steps
+    if env_id.startswith("ALE/"):  # ALE's own limit counts emulator frames (108,000: 30 min)
+        max_steps = spec.kwargs.get("max_num_frames_per_episode", 108_000) // ATARI_FRAME_SKIP
+    env = GymnasiumEnv(env_id, probe, max_steps)
     return env, HostParams(env.max_steps)
 
 
@@ -121,6 +157,9 @@ class GymnasiumEnv:
         self.name = PREFIX + env_id
         self.max_steps = int(max_episode_steps or 1000)
         space = probe.observation_space
+        self._atari = env_id.startswith("ALE/")
+        if self._atari:
+            space = _channels_last(space)
         self._observation_space = _to_gymnax(space, self.name, "observation")
         self._action_space = _to_gymnax(probe.action_space, self.name, "action")
         self._discrete = hasattr(self._action_space, "n")
@@ -129,7 +168,7 @@ class GymnasiumEnv:
         self._low = None if self._discrete else np.asarray(probe.action_space.low, np.float32)
         self._high = None if self._discrete else np.asarray(probe.action_space.high, np.float32)
         probe.close()
-        self.pool = HostPool(env_id, tuple(space.shape), self._obs_dtype)
+        self.pool = HostPool(env_id, tuple(space.shape), self._obs_dtype, self._atari)
 
     @property
     def default_params(self) -> HostParams:
@@ -167,8 +206,8 @@ class GymnasiumEnv:
         shapes = (
             jax.ShapeDtypeStruct((2, *obs_shape.shape), obs_shape.dtype),  # obs, final obs
             jax.ShapeDtypeStruct((), jnp.float32),  # reward
-            jax.ShapeDtypeStruct((4,), jnp.int32),  # terminated, truncated, slot, generation
-        )
+            jax.ShapeDtypeStruct((5,), jnp.int32),  # ended: terminated, truncated; slot,
+        )  # generation; a life lost (Atari)
         pair, reward, out = jax.pure_callback(
             functools.partial(self.pool.step, low=self._low, high=self._high), shapes, ids,
             action, vmap_method="broadcast_all",
@@ -177,7 +216,11 @@ class GymnasiumEnv:
         terminated, truncated = out[0].astype(bool), out[1].astype(bool)
         done = jnp.logical_or(terminated, truncated)
         state = HostState(out[2], out[3], state.seed, jnp.where(done, 0, state.time + 1))
-        info = {"final_observation": final, "discount": 1.0 - terminated.astype(jnp.float32)}
+        info = {
+            "final_observation": final,
+            "discount": 1.0 - terminated.astype(jnp.float32),
+            "life_lost": out[4].astype(bool),
+        }
         return obs, state, reward, terminated, truncated, info
 
 
@@ -206,43 +249,51 @@ class HostPool:
     step on a slot the pool does not hold (another generation, or evicted) starts a new env.
     """
 
-    def __init__(self, env_id: str, obs_shape: tuple[int, ...], obs_dtype: Any):
+    def __init__(self, env_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, atari: bool):
         self.env_id = env_id
+        self.atari = atari  # frame stacks arrive channels first, and leave channels last
         self.obs_shape = obs_shape
         self.obs_dtype = obs_dtype
         self.generation = int.from_bytes(os.urandom(4), "little") >> 1
         self.envs: OrderedDict[int, Any] = OrderedDict()  # slot -> env, least recently used first
+        self.lives: dict[int, int] = {}  # slot -> lives left (games that have lives)
         self.next_slot = 0
         self.largest_reset = 1
-        self.restarts = 0  # simulators made again for a lost slot (after --resume, eviction)
-        self.host_s = 0.0  # time spent in the simulators' reset and step, for benchmarks
         self.steps = 0  # env steps taken, over every slot
         # Each device of a sharded run may call back from its own thread.
         self.lock = threading.Lock()
+        atexit.register(self.close)  # simulators left open at exit make ale-py's bindings warn
+
+    def close(self) -> None:
+        """Close every simulator; a later step on a slot makes a new one (as after eviction)."""
+        with self.lock:
+            while self.envs:
+                self.envs.popitem()[1].close()
+            self.lives.clear()
 
     def _new(self, seed: int) -> tuple[int, np.ndarray]:
-        import gymnasium
-
-        # Without Gymnasium's passive checker: it re-checks every step's output, in Python.
-        env = gymnasium.make(self.env_id, disable_env_checker=True)
-        obs, _ = env.reset(seed=seed)
+        env = make_gymnasium(self.env_id)
+        obs, info = env.reset(seed=seed)
         env.action_space.seed(seed)
         slot, self.next_slot = self.next_slot, self.next_slot + 1
         self.envs[slot] = env
-        return slot, np.asarray(obs, self.obs_dtype)
+        self.lives[slot] = info.get("lives", 0)
+        return slot, self._obs(obs)
+
+    def _obs(self, obs: Any) -> np.ndarray:
+        obs = np.asarray(obs, self.obs_dtype)
+        return np.moveaxis(obs, 0, -1) if self.atari else obs
 
     def reset(self, seed_words: Any) -> tuple[np.ndarray, np.ndarray]:
         """New envs for a batch of key words (`[..., 2]` uint32): `[..., 2]` ids (slot,
         generation) and the first observations."""
         with self.lock:
-            tic = time.perf_counter()
             words = np.asarray(seed_words, np.uint32)
             batch = words.shape[:-1]
             made = [self._new(_seed(w)) for w in words.reshape(-1, words.shape[-1])]
             self.largest_reset = max(self.largest_reset, len(made))
             self._evict()
             slots, observations = zip(*made, strict=True)
-            self.host_s += time.perf_counter() - tic
             obs = np.stack(observations)
             ids = np.stack([np.asarray(slots, np.int32), np.full(len(slots), self.generation)], -1)
             return ids.reshape(batch + (2,)).astype(np.int32), obs.reshape(batch + obs.shape[1:])
@@ -251,7 +302,6 @@ class HostPool:
         """Step each env once (resetting it where its episode ended), in batch order. `ids` is
         `[..., 5]` int32: slot, generation, seed words (bits of two uint32), step count."""
         with self.lock:
-            tic = time.perf_counter()
             ids = np.asarray(ids, np.int32)
             batch = ids.shape[:-1]
             n = int(np.prod(batch))
@@ -264,7 +314,11 @@ class HostPool:
             pair = np.empty((n, 2) + self.obs_shape, self.obs_dtype)
             obs, final = pair[:, 0], pair[:, 1]  # views: filled in place
             reward = np.zeros(n, np.float32)
-            terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+            terminated, truncated, life_lost = (
+                np.zeros(n, bool),
+                np.zeros(n, bool),
+                np.zeros(n, bool),
+            )
             out_slots = ids[:, 0].copy()
             rows = zip(ids[:, 0].tolist(), ids[:, 1].tolist(), strict=True)
             for i, (slot, generation) in enumerate(rows):
@@ -276,26 +330,30 @@ class HostPool:
                     words = ids[i, 2:].view(np.uint32)  # seed words and step count
                     out_slots[i], obs[i] = self._new(_seed(words))
                     final[i], truncated[i] = obs[i], True
-                    self.restarts += 1
                     continue
                 self.envs.move_to_end(slot)
-                next_obs, reward[i], terminated[i], truncated[i], _ = env.step(actions[i])
-                final[i] = next_obs
+                next_obs, reward[i], terminated[i], truncated[i], info = env.step(actions[i])
+                final[i] = next_obs = self._obs(next_obs)
+                lives = info.get("lives", 0)
+                life_lost[i], self.lives[slot] = lives < self.lives[slot], lives
                 if terminated[i] or truncated[i]:  # gymnax 1.0: reset within this step
-                    next_obs, _ = env.reset()
+                    next_obs, info = env.reset()
+                    next_obs, self.lives[slot] = self._obs(next_obs), info.get("lives", 0)
                 obs[i] = next_obs
             self.steps += n
             self._evict()
-            self.host_s += time.perf_counter() - tic
-            flags = np.stack([terminated, truncated, out_slots, np.full(n, self.generation)], -1)
+            flags = np.stack(
+                [terminated, truncated, out_slots, np.full(n, self.generation), life_lost], -1
+            )
             return (pair.reshape(batch + pair.shape[1:]), reward.reshape(batch),
-                    flags.astype(np.int32).reshape(batch + (4,)))  # fmt: skip
+                    flags.astype(np.int32).reshape(batch + (5,)))  # fmt: skip
 
     def _evict(self) -> None:
         """Close the envs unused for longest once the pool holds over 4x the largest reset
         batch (evaluation resets a fresh batch every interval)."""
         while len(self.envs) > 4 * self.largest_reset:
-            _, env = self.envs.popitem(last=False)
+            slot, env = self.envs.popitem(last=False)
+            self.lives.pop(slot, None)
             env.close()
 
 
@@ -305,19 +363,21 @@ def _seed(words: np.ndarray) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
-def render_episode(env: GymnasiumEnv, policy: Any, seed: int) -> tuple[list, list[float]]:
-    """One episode of `policy(obs) -> action` on a fresh simulator, through the env's own
-    `rgb_array` renderer: the frames (arrays) and the running return at each."""
+def render_episode(
+    env: GymnasiumEnv, policy: Any, seed: int, max_steps: int
+) -> tuple[list, list[float]]:
+    """One episode (at most `max_steps`) of `policy(obs) -> action` on a fresh simulator,
+    through the env's own `rgb_array` renderer: the frames (arrays) and the running return."""
     import gymnasium
 
     try:
-        renderer = gymnasium.make(env.env_id, render_mode="rgb_array")
+        renderer = make_gymnasium(env.env_id, render_mode="rgb_array")
     except (TypeError, gymnasium.error.Error) as error:
         raise ConfigError(f"{env.name} cannot render frames: {error}") from None
     obs, _ = renderer.reset(seed=seed)
     frames, returns, total = [renderer.render()], [0.0], 0.0
-    for _ in range(env.max_steps):
-        action = np.asarray(policy(np.asarray(obs, np.float32)))
+    for _ in range(max_steps):
+        action = np.asarray(policy(env.pool._obs(obs).astype(np.float32)))
         action = int(action) if env._discrete else np.clip(action, env._low, env._high)
         obs, reward, terminated, truncated, _ = renderer.step(action)
         total += float(reward)

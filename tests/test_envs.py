@@ -67,7 +67,9 @@ def test_mnist_bandit_is_refused_clearly_and_not_listed():
 
 def test_which_file_handles_which_action_space_is_derived():
     discrete, continuous = algorithms_for("discrete"), algorithms_for("continuous")
-    assert set(discrete) == {f"algorithms/{n}.py" for n in ("ppo", "ppo_rnn", "dqn", "pqn")}
+    assert set(discrete) == {
+        f"algorithms/{n}.py" for n in ("ppo", "ppo_rnn", "dqn", "pqn", "ppo_atari")
+    }
     assert set(continuous) == {f"algorithms/{n}.py" for n in ("ppo_continuous", "sac", "td3")}
     with pytest.raises(ConfigError, match="algorithms/ppo_rnn.py"):
         make_env("CartPole-v1", action="continuous", algorithm="sac.py")

@@ -16,6 +16,7 @@ import pytest
 from algorithms import ppo, trainer
 from common.config import ConfigError
 from common.envs import make_env
+from common.evaluation import run_episodes
 from common.host import _seed
 from tests.checks import kill_after_checkpoint
 
@@ -121,18 +122,39 @@ def test_ppo_runs_vmapped_seeds_and_the_same_seed_gives_the_same_numbers(tmp_pat
     assert (tmp_path / "a" / "summary.json").exists()
 
 
-def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps():
+def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps(monkeypatch):
     # 8 iterations in intervals of 3: the last interval's third iteration is skipped by a real
-    # cond, so the simulators take the kept steps and the evaluations' fixed-length scans only.
+    # cond, so the simulators take the kept steps only (evaluation stubbed out: it is counted
+    # in the next test).
     ragged = dataclasses.replace(SMALL, eval_every=3)
     env, params = make_env(ragged.env)
     pool = env.unwrapped.pool
     before = pool.steps
+    nothing = {"episodic_return": jnp.float32(0), "episodic_length": jnp.float32(0)}
+    monkeypatch.setattr(trainer.Train, "evaluate", lambda self, state, key: nothing)
     result = trainer.run(ragged, ppo.make_train, algo="ppo", verbose=False)
     intervals = result.metrics["eval"]["episodic_return"].shape[1]
     train_steps = ragged.num_seeds * 8 * ragged.num_envs * ragged.num_steps
-    eval_steps = ragged.num_seeds * intervals * ragged.num_eval_envs * params.max_steps_in_episode
-    assert intervals == 3 and pool.steps - before == train_steps + eval_steps
+    assert intervals == 3 and pool.steps - before == train_steps
+
+
+def test_host_evaluation_stops_once_every_episode_has_ended():
+    # One action forever topples CartPole within a few dozen steps of its 500-step limit: the
+    # evaluation loop stops there (a fixed-length scan would step every simulator 500 times),
+    # with the numbers a full-length loop gives.
+    env, params = make_env("gymnasium:CartPole-v1")
+    pool = env.unwrapped.pool
+    push = lambda obs, carry: (jnp.ones(obs.shape[0], jnp.int32), carry)  # noqa: E731
+    before = pool.steps
+    host = jax.jit(lambda key: run_episodes(env, params, push, None, key, 3))(jax.random.key(0))
+    steps = pool.steps - before
+    lengths = np.asarray(host["episodic_length"])
+    assert steps % 3 == 0 and 3 * lengths <= steps <= 3 * 50, (steps, lengths)
+    twin, twin_params = make_env("CartPole-v1")  # gymnax's, the fixed-length scan
+    full = run_episodes(twin, twin_params, push, None, jax.random.key(0), 3)
+    assert 5 <= float(full["episodic_length"]) <= 50 and float(host["episodic_return"]) == float(
+        host["episodic_length"]
+    )
 
 
 def test_cli_refuses_before_compiling_with_exit_2(repo_root):

@@ -1,0 +1,389 @@
+"""PPO for Atari: discrete actions from 84x84x4 frame stacks, a Nature CNN shared by both heads.
+
+PPO (Schulman et al. 2017, arXiv:1707.06347) with the configuration and implementation details
+of CleanRL's `ppo_atari.py`: the Nature DQN torso (Mnih et al. 2015; pixels / 255), orthogonal
+init, 8 envs x 128 steps, clip 0.1, Adam eps 1e-5 with the learning rate annealed, 4 epochs x 4
+minibatches. The environment is Gymnasium's Atari (`gymnasium:ALE/<Game>-v5`, stepped on the
+host) with the standard preprocessing (common/host.py): no-op starts, frame skip 4 with
+max-pooling, 84x84 greyscale, 4 frames stacked; training only (`--episodic-life`,
+`--clip-rewards`), a lost life ends the learner's episode and rewards are clipped to their sign.
+Deviates from CleanRL: ALE v5's sticky actions (0.25) stay on where CleanRL's NoFrameskip-v4
+has none, there is no FIRE on reset, and a truncated episode bootstraps from the value of its
+final observation (time limits are not terminations). Same loss math as algorithms/ppo.py.
+
+    pip install -e ".[atari]"
+    python algorithms/ppo_atari.py --env gymnasium:ALE/Breakout-v5 --num-seeds 2
+"""
+
+import dataclasses
+import functools
+
+import distrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from algorithms import trainer
+from common.config import ConfigError, check_budget, check_divides, check_positive, pytree_config
+from common.envs import make_env
+from common.initializers import orthogonal
+from common.minibatch import shuffled_minibatches, update_epochs
+from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
+from common.wrappers import episode_metrics
+
+ACTION_SPACE = "discrete"
+FRAME_SHAPE = (84, 84, 4)  # height, width, stacked frames: what the Nature CNN is sized for
+
+
+@pytree_config
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: str = "gymnasium:ALE/Breakout-v5"
+    """Atari game, `gymnasium:ALE/<Game>-v5` (`pip install -e '.[atari]'`)."""
+    seed: int = 0
+    """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
+    num_seeds: int = 1
+    """Independent seeds trained at once (vmapped, one compiled program)."""
+    total_timesteps: int = 10_000_000
+    """Env steps (agent steps, 4 frames each) per seed; rounded down to whole iterations."""
+    eval_every: int = 100
+    """Iterations between greedy evaluations."""
+    num_eval_envs: int = 4
+    """Environments (one game each) per greedy evaluation."""
+    eval_max_steps: int = 27_000
+    """Step limit of an evaluation game (ALE's own: 27,000 steps, 30 minutes of play); lower it
+    to bound evaluation time, as a greedy policy can stall (Breakout without FIRE)."""
+    num_envs: int = 8
+    """Parallel environments per seed."""
+    num_steps: int = 128
+    """Steps per environment per rollout."""
+    episodic_life: bool = True
+    """Training only: a lost life ends the learner's episode (the game goes on)."""
+    clip_rewards: bool = True
+    """Training only: rewards clipped to their sign."""
+    learning_rate: NonNegative = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to zero over the run."""
+    max_grad_norm: PositiveOrInf = 0.5
+    """Global gradient-norm clipping threshold."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    gamma: UnitInterval = 0.99
+    """Discount factor."""
+    gae_lambda: UnitInterval = 0.95
+    """GAE lambda."""
+    clip_coef: Positive = 0.1
+    """Surrogate clipping coefficient (also clips the value update)."""
+    clip_vloss: bool = True
+    """Clip the value loss as in the PPO reference implementation."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    ent_coef: NonNegative = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: NonNegative = 0.5
+    """Value loss coefficient."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+# --- networks
+
+
+# Copied from algorithms/ppo.py::orthogonal_linear
+def orthogonal_linear(
+    in_size: int, out_size: int, scale: float, key: PRNGKeyArray
+) -> eqx.nn.Linear:
+    """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
+    weight = orthogonal(key, (out_size, in_size), scale)  # LAPACK-free: see common/initializers.py
+    layer = eqx.nn.Linear(in_size, out_size, key=key)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
+
+
+def orthogonal_conv(
+    in_channels: int, out_channels: int, kernel: int, stride: int, key: PRNGKeyArray
+) -> eqx.nn.Conv2d:
+    """Convolution with orthogonal weights of gain sqrt(2) (over the flattened receptive field)
+    and zero bias, as CleanRL's `layer_init`."""
+    conv = eqx.nn.Conv2d(in_channels, out_channels, kernel, stride=stride, key=key)
+    weight = orthogonal(key, (out_channels, in_channels * kernel * kernel), 2**0.5)
+    return eqx.tree_at(
+        lambda c: (c.weight, c.bias),
+        conv,
+        (weight.reshape(conv.weight.shape), jnp.zeros_like(conv.bias)),
+    )
+
+
+class NatureCNN(eqx.Module):
+    """The Nature DQN torso (Mnih et al. 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions and a
+    512-unit dense layer, ReLU throughout, on pixels scaled to [0, 1]."""
+
+    convs: tuple[eqx.nn.Conv2d, ...]
+    dense: eqx.nn.Linear
+
+    def __init__(self, channels: int, key: PRNGKeyArray):
+        keys = jax.random.split(key, 4)
+        self.convs = (
+            orthogonal_conv(channels, 32, 8, 4, keys[0]),
+            orthogonal_conv(32, 64, 4, 2, keys[1]),
+            orthogonal_conv(64, 64, 3, 1, keys[2]),
+        )
+        self.dense = orthogonal_linear(64 * 7 * 7, 512, 2**0.5, keys[3])
+
+    def __call__(self, x: Float[Array, "84 84 channels"]) -> Float[Array, " 512"]:
+        x = jnp.transpose(x, (2, 0, 1)) / 255.0  # Equinox convolutions are channels-first
+        for conv in self.convs:
+            x = jax.nn.relu(conv(x))
+        return jax.nn.relu(self.dense(x.reshape(-1)))
+
+
+class AtariActorCritic(eqx.Module):
+    """One `NatureCNN` under a linear actor (logits, gain 0.01) and critic (value, gain 1)."""
+
+    torso: NatureCNN
+    actor: eqx.nn.Linear
+    critic: eqx.nn.Linear
+
+    def __init__(self, channels: int, num_actions: int, key: PRNGKeyArray):
+        torso_key, actor_key, critic_key = jax.random.split(key, 3)
+        self.torso = NatureCNN(channels, torso_key)
+        self.actor = orthogonal_linear(512, num_actions, 0.01, actor_key)
+        self.critic = orthogonal_linear(512, 1, 1.0, critic_key)
+
+    def logits(self, obs: Float[Array, "84 84 channels"]) -> Float[Array, " num_actions"]:
+        return self.actor(self.torso(obs))
+
+    def value(self, obs: Float[Array, "84 84 channels"]) -> Float[Array, ""]:
+        return self.critic(self.torso(obs))[0]
+
+    def __call__(self, obs: Float[Array, "84 84 channels"]) -> tuple[Array, Array]:
+        """Logits and value, with the torso computed once."""
+        features = self.torso(obs)
+        return self.actor(features), self.critic(features)[0]
+
+
+# --- state
+
+
+class Transition(eqx.Module):
+    """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
+
+    obs: Float[Array, "num_envs 84 84 channels"]
+    action: Int[Array, " num_envs"]
+    log_prob: Float[Array, " num_envs"]
+    value: Float[Array, " num_envs"]
+    reward: Float[Array, " num_envs"]
+    terminated: Bool[Array, " num_envs"]
+    truncated: Bool[Array, " num_envs"]
+    next_obs: Float[Array, "num_envs 84 84 channels"]
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training."""
+
+    model: AtariActorCritic
+    opt_state: optax.OptState
+    env_state: eqx.Module  # vmapped over num_envs
+    obs: Float[Array, "num_envs 84 84 channels"]
+    key: PRNGKeyArray
+
+
+# --- losses
+
+
+# Copied from algorithms/ppo.py::compute_gae
+def compute_gae(
+    rewards: Float[Array, "num_steps num_envs"],
+    values: Float[Array, "num_steps num_envs"],
+    next_values: Float[Array, "num_steps num_envs"],
+    terminated: Bool[Array, "num_steps num_envs"],
+    truncated: Bool[Array, "num_steps num_envs"],
+    gamma: float | Float[Array, ""],
+    gae_lambda: float | Float[Array, ""],
+) -> tuple[Float[Array, "num_steps num_envs"], Float[Array, "num_steps num_envs"]]:
+    """GAE (Schulman et al. 2016); returns (advantages, value targets).
+
+    `next_values[t]` is the value of the observation that step t led to (the final observation
+    when the episode ended there). Termination zeroes it; truncation keeps it (time limits are
+    not terminations). The recursion is cut at every episode end, whatever the cause.
+    """
+    deltas = rewards + gamma * next_values * (1.0 - terminated) - values
+    continues = 1.0 - jnp.logical_or(terminated, truncated)
+
+    def backward(advantage: Array, step: tuple[Array, Array]) -> tuple[Array, Array]:
+        delta, cont = step
+        advantage = delta + gamma * gae_lambda * cont * advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
+    )
+    return advantages, advantages + values
+
+
+# Copied from algorithms/ppo.py::policy_loss
+def policy_loss(
+    log_ratio: Float[Array, " minibatch"],
+    advantages: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """Clipped surrogate loss; also the clip fraction and approx KL ((r - 1) - log r)."""
+    ratio = jnp.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
+    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
+    clipfrac = jnp.mean(jnp.abs(ratio - 1.0) > clip_coef)
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    return loss, clipfrac, approx_kl
+
+
+# Copied from algorithms/ppo.py::value_loss
+def value_loss(
+    values: Float[Array, " minibatch"],
+    old_values: Float[Array, " minibatch"],
+    returns: Float[Array, " minibatch"],
+    clip_coef: float | Float[Array, ""],
+    clip_vloss: bool,
+) -> Float[Array, ""]:
+    """Half squared error; with `clip_vloss`, the max over the clipped value update."""
+    loss = (values - returns) ** 2
+    if clip_vloss:
+        clipped = old_values + jnp.clip(values - old_values, -clip_coef, clip_coef)
+        loss = jnp.maximum(loss, (clipped - returns) ** 2)
+    return 0.5 * jnp.mean(loss)
+
+
+# --- training
+
+
+# Copied from algorithms/ppo.py::learning_rate_schedule
+def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
+    """The learning rate, annealed linearly to zero once per iteration with `anneal_lr`."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    updates_per_iteration = config.update_epochs * config.num_minibatches
+    return lambda count: (
+        config.learning_rate * (1.0 - (count // updates_per_iteration) / config.num_iterations)
+    )
+
+
+def make_train(config: Config) -> trainer.Train:
+    """Validate `config` and build the pure training run."""
+    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
+    check_positive(config, "eval_max_steps")
+    check_positive(config, "num_steps", "update_epochs", "num_minibatches")
+    check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
+    check_budget(config, config.batch_size)
+    env, env_params = make_env(
+        config.env, action=ACTION_SPACE, algorithm="ppo_atari.py", image=True,
+        episodic_life=config.episodic_life, clip_rewards=config.clip_rewards,
+    )  # fmt: skip
+    obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
+    if obs_shape[:2] != FRAME_SHAPE[:2]:
+        raise ConfigError(
+            f"ppo_atari.py's Nature CNN needs 84x84 frames (height x width x stack), but "
+            f"{config.env} gives {obs_shape}; use gymnasium:ALE/<Game>-v5, or algorithms/ppo.py "
+            "--network cnn for MinAtar's 10x10 grids."
+        )
+    num_actions = int(env.action_space(env_params).n)
+    # The host env's params set the evaluation's step limit only (Gymnasium ends training games).
+    limit = min(config.eval_max_steps, env_params.max_steps_in_episode)
+    env_params = dataclasses.replace(env_params, max_steps_in_episode=limit)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
+    )
+    split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)
+
+    def init(key: PRNGKeyArray) -> TrainState:
+        model_key, env_key, key = jax.random.split(key, 3)
+        model = AtariActorCritic(obs_shape[-1], num_actions, model_key)
+        obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
+        return TrainState(model, optimizer.init(model), env_state, obs, key)
+
+    def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
+        model, env_state, obs, key = carry
+        key, action_key, env_key = jax.random.split(key, 3)
+        logits, value = jax.vmap(model)(obs)  # one torso pass for both heads
+        action = jax.random.categorical(action_key, logits)
+        log_prob = distrax.Categorical(logits=logits).log_prob(action)
+        next_obs, env_state, reward, terminated, truncated, info = env_step(
+            jax.random.split(env_key, config.num_envs), env_state, action, env_params
+        )
+        final_obs = info["final_observation"]
+        step = Transition(obs, action, log_prob, value, reward, terminated, truncated, final_obs)
+        return (model, env_state, next_obs, key), step
+
+    def loss_fn(model: AtariActorCritic, batch: dict[str, Array]) -> tuple[Array, dict]:
+        logits, values = jax.vmap(model)(batch["obs"])
+        dist = distrax.Categorical(logits=logits)
+        advantages = batch["advantages"]
+        if config.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        log_ratio = dist.log_prob(batch["action"]) - batch["log_prob"]
+        pg_loss, clipfrac, approx_kl = policy_loss(log_ratio, advantages, config.clip_coef)
+        v_loss = value_loss(
+            values, batch["values"], batch["returns"], config.clip_coef, config.clip_vloss
+        )
+        entropy = dist.entropy().mean()
+        loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy
+        stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
+        return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
+
+    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+        key, update_key = jax.random.split(state.key)
+        carry = (state.model, state.env_state, state.obs, key)
+        (_, env_state, obs, key), traj = jax.lax.scan(rollout_step, carry, None, config.num_steps)
+        # Values of the observations each step led to (final ones at episode ends), batched.
+        next_values = jax.vmap(jax.vmap(state.model.value))(traj.next_obs)
+        advantages, returns = compute_gae(
+            traj.reward, traj.value, next_values, traj.terminated, traj.truncated,
+            config.gamma, config.gae_lambda,
+        )  # fmt: skip
+        batch = dict(
+            obs=traj.obs, action=traj.action, log_prob=traj.log_prob,
+            values=traj.value, advantages=advantages, returns=returns,
+        )  # fmt: skip
+        batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
+        model, opt_state, stats = update_epochs(
+            state.model, state.opt_state, batch, update_key, loss_fn=loss_fn,
+            optimizer=optimizer, num_epochs=config.update_epochs, split=split,
+        )  # fmt: skip
+        residual = jnp.var(returns - traj.value)
+        metrics = {
+            **episode_metrics(env_state),  # whole games, raw scores (not the clipped rewards)
+            **jax.tree.map(jnp.mean, stats),
+            "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
+        }
+        state = dataclasses.replace(
+            state, model=model, opt_state=opt_state, env_state=env_state, obs=obs, key=key
+        )
+        return state, metrics
+
+    def act(
+        state: TrainState, obs: Float[Array, "num_envs 84 84 channels"]
+    ) -> Int[Array, " num_envs"]:
+        """Greedy actions: the most likely under the policy."""
+        return jnp.argmax(jax.vmap(state.model.logits)(obs), axis=-1)
+
+    return trainer.Train(
+        init=init, step=step, act=act, env=env, env_params=env_params,
+        num_iterations=config.num_iterations, eval_every=config.eval_every,
+        env_steps_per_iteration=config.batch_size, num_eval_envs=config.num_eval_envs,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    trainer.cli(Config, make_train)
