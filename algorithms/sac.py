@@ -6,10 +6,10 @@ Polyak-averaged targets, automatic entropy tuning towards -action_dim, separate 
 uniform random actions during warm-up. The entropy is estimated from samples, never from a
 closed form (the squashed Gaussian has none). Deviates on time limits (a truncated episode
 bootstraps from its final observation), updates the actor every step (no TD3-style delay), and
-uses smaller networks and batches (64 units, 128 transitions), enough for Pendulum, so CPU runs
-stay short.
+by default uses 64 units and batches of 128, enough for Pendulum; `--preset HalfCheetah-v5`
+(Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
 
-    python algorithms/sac.py --env Pendulum-v1 --num-seeds 4
+    python algorithms/sac.py --preset HalfCheetah-v5 --num-seeds 2   # pip install -e ".[mujoco]"
 """
 
 import dataclasses
@@ -27,7 +27,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 from algorithms import trainer
 from common.buffer import ReplayBuffer
 from common.config import check_budget, check_positive, check_replay, pytree_config
-from common.envs import make_env
+from common.envs import MUJOCO_TASKS, make_env
 from common.ranges import NonNegative, Positive, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
 
@@ -287,14 +287,13 @@ def make_train(config: Config) -> trainer.Train:
     obs_dim = int(env.observation_space(env_params).shape[0])
     space = env.action_space(env_params)
     action_dim = int(space.shape[0])
-    low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), (action_dim,))
-    high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
+    bound = lambda b: jnp.broadcast_to(jnp.asarray(b, jnp.float32), (action_dim,))  # noqa: E731
+    low, high = bound(space.low), bound(space.high)
     scale, offset = (high - low) / 2.0, (high + low) / 2.0
     target_entropy = -float(action_dim)  # SAC heuristic
     reset = jax.vmap(env.reset, in_axes=(0, None))
     actor_optimizer = optax.adam(config.policy_lr)
-    critic_optimizer = optax.adam(config.q_lr)
-    alpha_optimizer = optax.adam(config.q_lr)
+    critic_optimizer = alpha_optimizer = optax.adam(config.q_lr)  # stateless: shared safely
 
     def sample_actions(actor: Actor, obs: Array, key: PRNGKeyArray) -> tuple[Array, Array]:
         mean, log_std = jax.vmap(actor)(obs)
@@ -309,10 +308,8 @@ def make_train(config: Config) -> trainer.Train:
         critic = TwinCritic(obs_dim, action_dim, config.hidden_size, critic_key)
         log_alpha = jnp.log(config.alpha) * jnp.ones(())
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
-        zero_obs = jnp.zeros(obs_dim)
-        example = Transition(
-            zero_obs, jnp.zeros(action_dim), jnp.array(0.0), jnp.array(False), zero_obs
-        )
+        zero_obs, zero_action = jnp.zeros(obs_dim), jnp.zeros(action_dim)
+        example = Transition(zero_obs, zero_action, jnp.array(0.0), jnp.array(False), zero_obs)
         agent = Agent(
             actor, critic, critic, log_alpha, actor_optimizer.init(actor),
             critic_optimizer.init(critic), alpha_optimizer.init(log_alpha),
@@ -394,5 +391,10 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
+# CleanRL's MuJoCo SAC, but the actor updated every step (CleanRL: twice every second step).
+MUJOCO = dict(total_timesteps=10**6, eval_every=10_000, num_eval_envs=4, buffer_size=10**6,
+              batch_size=256, learning_starts=5_000, hidden_size=256)  # fmt: skip
+PRESETS = {task: dict(MUJOCO, env=f"gymnasium:{task}") for task in MUJOCO_TASKS}
+
 if __name__ == "__main__":
-    trainer.cli(Config, make_train)
+    trainer.cli(Config, make_train, PRESETS)

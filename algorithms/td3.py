@@ -4,10 +4,11 @@ Follows CleanRL's `td3_continuous_action.py`: a deterministic tanh policy scaled
 bounds, Gaussian exploration noise, twin critics whose minimum forms the target, target policy
 smoothing (clipped noise on the target action), and delayed actor and target updates (every
 `policy_frequency` critic updates). Deviates on time limits (a truncated episode bootstraps
-from its final observation) and uses smaller networks and batches (64 units, 128 transitions),
-enough for Pendulum, so CPU runs stay short.
+from its final observation) and by default uses 64 units and batches of 128, enough for
+Pendulum; `--preset HalfCheetah-v5` (Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
 
     python algorithms/td3.py --env Pendulum-v1 --num-seeds 4
+    python algorithms/td3.py --preset HalfCheetah-v5 --num-seeds 2   # pip install -e ".[mujoco]"
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 from algorithms import trainer
 from common.buffer import ReplayBuffer
 from common.config import check_budget, check_positive, check_replay, pytree_config
-from common.envs import make_env
+from common.envs import MUJOCO_TASKS, make_env
 from common.ranges import NonNegative, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
 
@@ -356,5 +357,12 @@ def make_train(config: Config) -> trainer.Train:
     )  # fmt: skip
 
 
+# CleanRL's MuJoCo TD3 (td3_continuous_action.py): 256-unit networks, batch 256, buffer 1e6, 25,000
+# random steps, lr 3e-4, exploration noise 0.1, target noise 0.2 clipped at 0.5, actor every 2nd
+# update, 1e6 env steps.
+MUJOCO = dict(total_timesteps=1_000_000, eval_every=10_000, num_eval_envs=4, buffer_size=10**6,
+              batch_size=256, learning_starts=25_000, hidden_size=256)  # fmt: skip
+PRESETS = {task: dict(MUJOCO, env=f"gymnasium:{task}") for task in MUJOCO_TASKS}
+
 if __name__ == "__main__":
-    trainer.cli(Config, make_train)
+    trainer.cli(Config, make_train, PRESETS)

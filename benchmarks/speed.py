@@ -21,6 +21,7 @@ overridden to match).
     python benchmarks/speed.py --algo pqn-minatar    # PQN against the random-policy ceiling
     python benchmarks/speed.py --algo ppo-dp --seeds 1   # one seed's envs over 2 CPU devices
     python benchmarks/speed.py --algo host           # host-env adapter vs a bare Gymnasium env
+    python benchmarks/speed.py --algo mujoco         # SAC and TD3 vs sbx on HalfCheetah-v5
 
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
 10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
@@ -39,7 +40,10 @@ with `--data-parallel` (the seed's envs and minibatches over the CPU devices, on
 rejax; results in speed_ppo-dp.md. `--algo host` (the `mujoco` extra): random actions in
 HalfCheetah-v5 for 4,000 steps of 1 and 8 envs, through canter's adapter (`gymnasium:` env,
 one jitted scan, compile excluded) against Gymnasium's own sync vector env stepped from Python;
-results in speed_host.md.
+results in speed_host.md. `--algo mujoco` (the `mujoco` and `bench` extras): canter's SAC and
+TD3 against sbx on HalfCheetah-v5 with CleanRL's MuJoCo settings on both sides, 1e5 env steps,
+one seed, then canter's cost of 4 seeds against 1 at 3e4 steps (benchmarks/mujoco_peer.py says
+what each side runs); results in speed_mujoco.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -299,6 +303,8 @@ def measure(
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
+    if algo.endswith("-mujoco"):
+        return measure_mujoco(impl, num_seeds, iterations, algo.removesuffix("-mujoco"))
     if algo == "host":
         return measure_host(impl, num_envs, num_steps)
     if impl in ("canter", "canter-dp"):
@@ -372,6 +378,71 @@ def measure(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "final_returns": [float(r) for r in returns],
     }
+
+
+def measure_mujoco(impl: str, num_seeds: int, total_timesteps: int, algo: str) -> dict:
+    """One run of canter's or sbx's SAC / TD3 on HalfCheetah-v5 (benchmarks/mujoco_peer.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import mujoco_peer
+
+    if impl == "sbx":
+        out = mujoco_peer.measure_sbx(algo, total_timesteps)
+    else:
+        out = mujoco_peer.measure_canter(algo, total_timesteps, num_seeds)
+    return {
+        **out,
+        "impl": impl,
+        "algo": algo,
+        "num_seeds": num_seeds,
+        "steps_per_s": out["env_steps"] / out["run_s"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+MUJOCO_STEPS, MUJOCO_SEED_STEPS = 100_000, 30_000  # TD3's 25,000 warm-up steps come first
+
+
+def mujoco_head_to_head(repeats: int) -> str:
+    """Rounds of canter and sbx (fresh processes, in turn) per algorithm, then canter's 4 seeds
+    against 1; a Markdown table with per-round ratios."""
+    lines = [
+        "| algorithm | measure | canter (CLI runner) | sbx | canter / sbx: median (per round) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for algo in ("sac", "td3"):
+        rounds = []
+        for repeat in range(repeats):
+            rounds.append(
+                {i: spawn(i, 1, 1, 1, MUJOCO_STEPS, f"{algo}-mujoco") for i in ("canter", "sbx")}
+            )
+            print(f"  {algo} round {repeat}: " + ", ".join(
+                f"{i} {r['run_s']:.1f} s ({r['steps_per_s']:,.0f} steps/s, return "
+                f"{r['final_returns'][0]:.0f})" for i, r in rounds[-1].items()
+            ), flush=True)  # fmt: skip
+        for field, label, fmt in (
+            ("steps_per_s", "env steps/s", "{:,.0f}"),
+            ("run_s", "run time (s)", "{:.1f}"),
+            ("compile_s", "compile time (s)", "{:.1f}"),
+            ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
+        ):
+            cells = [statistics.median(r[i][field] for r in rounds) for i in ("canter", "sbx")]
+            ratios = [r["canter"][field] / r["sbx"][field] for r in rounds]
+            per_round = ", ".join(f"{x:.2f}" for x in ratios)
+            ratio = f"{statistics.median(ratios):.2f} ({per_round})" if field != "compile_s" else ""
+            lines.append(f"| {algo} | {label} | {fmt.format(cells[0])} | "
+                         f"{fmt.format(cells[1])} | {ratio} |")  # fmt: skip
+        returns = [mean([r[i]["final_returns"][0] for r in rounds]) for i in ("canter", "sbx")]
+        lines.append(f"| {algo} | final eval return (mean over rounds) | {returns[0]:.0f} | "
+                     f"{returns[1]:.0f} | |")  # fmt: skip
+        seeds = {n: spawn("canter", n, 1, 1, MUJOCO_SEED_STEPS, f"{algo}-mujoco") for n in (1, 4)}
+        cost = seeds[4]["run_s"] / seeds[1]["run_s"]
+        lines.append(
+            f"| {algo} | 4 seeds / 1 seed, run time at {MUJOCO_SEED_STEPS:,} steps | "
+            f"{cost:.2f}x ({seeds[1]['run_s']:.1f} s -> {seeds[4]['run_s']:.1f} s) | | |"
+        )
+        print(lines[-1], flush=True)
+        (RESULTS / "speed_mujoco.partial.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines)
 
 
 HOST_ENV, HOST_STEPS, HOST_ENVS = "HalfCheetah-v5", 4_000, (1, 8)
@@ -651,7 +722,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
         "--algo",
-        choices=["ppo", "dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host"],
+        choices=[
+            "ppo",
+            "dqn",
+            "sac",
+            "td3",
+            "ppo-minatar",
+            "pqn-minatar",
+            "ppo-dp",
+            "host",
+            "mujoco",
+        ],
         default="ppo",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
@@ -662,6 +743,12 @@ def main() -> None:
         return
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.algo == "mujoco":
+        print(f"SAC and TD3 against sbx, HalfCheetah-v5, {machine()}", flush=True)
+        table = mujoco_head_to_head(args.repeats)
+        (args.out / "speed_mujoco.md").write_text(f"{table}\n\nMachine: {machine()}.\n")
+        print(table)
+        return
     if args.algo == "host":
         print(f"host-env adapter against bare Gymnasium, {HOST_ENV}, {machine()}", flush=True)
         table = host_overhead(args.repeats)

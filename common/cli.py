@@ -146,9 +146,11 @@ def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tu
         argv, preset = argv[:at] + argv[at + 2 :], presets[name]
         env = _flag_value(argv, "--env")
         if env is not None and "env" in preset and env != preset["env"]:
+            match = [n for n, p in presets.items() if p.get("env") == env]
+            instead = f"use --preset {match[0]}" if match else "no preset is tuned for it"
             raise ConfigError(
                 f"--preset {name} is tuned for --env {preset['env']}, not --env {env}; drop "
-                f"--env, or use --preset {env} if it exists (presets: {', '.join(presets)})."
+                f"--env, or {instead} (presets: {', '.join(presets)})."
             )
     if "--resume" in argv and argv.index("--resume") + 1 < len(argv):
         run_dir = RunDir(Path(argv[argv.index("--resume") + 1]))

@@ -38,6 +38,8 @@ HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (commo
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 STICKY_ACTION_ENVS = tuple(f"{game}-MinAtar" for game in MINATAR_GAMES)
+# The MuJoCo tasks every SAC / TD3 paper reports (Gymnasium v5, the `mujoco` extra).
+MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 
 
 def _cartpole_no_velocity() -> tuple[Any, Any]:

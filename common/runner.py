@@ -110,6 +110,15 @@ def compile_programs(
         state, metrics = make_train(config).interval(state, key, index)
         return state, metrics, health.finite(state, metrics)
 
+    def single_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
+        # One entry: no vmap, so each `lax.cond` (replay warm-up, TD3's delayed actor, a ragged
+        # interval) runs one branch instead of both and a select; the same numbers.
+        first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+        out = checked_interval(first(config), first(state), first(key), index)
+        return jax.tree.map(lambda x: x[None], out)
+
+    batched = jax.vmap(checked_interval, in_axes=(0, 0, 0, None), spmd_axis_name="batch")
+
     tic = time.perf_counter()
     with jax.set_mesh(mesh) if mesh.shape["data"] > 1 else contextlib.nullcontext():
         state_shape, key_shape = jax.eval_shape(start, configs, keys)
@@ -117,7 +126,7 @@ def compile_programs(
         state_sharding = env_shardings(state_shape, sharded, num_envs)
         start_jit = jax.jit(start, out_shardings=(state_sharding, sharded))
         interval_jit = jax.jit(
-            jax.vmap(checked_interval, in_axes=(0, 0, 0, None), spmd_axis_name="batch"),
+            single_interval if padded == 1 and mesh.shape["data"] == 1 else batched,
             in_shardings=(sharded, state_sharding, sharded, replicated),
             out_shardings=(state_sharding, sharded, sharded),
             donate_argnums=1,

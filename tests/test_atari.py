@@ -5,6 +5,7 @@ import dataclasses
 import subprocess
 import sys
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -149,8 +150,8 @@ def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
 
 
 def test_nature_cnn_shapes_and_init():
-    model = ppo_atari.AtariActorCritic(4, 6, jax.random.key(0))
-    logits, value = model(jnp.full((84, 84, 4), 255.0))
+    model = eqx.filter_jit(ppo_atari.AtariActorCritic, donate="none")(4, 6, jax.random.key(0))
+    logits, value = eqx.filter_jit(lambda m, x: m(x))(model, jnp.full((84, 84, 4), 255.0))
     assert logits.shape == (6,) and value.shape == ()
     assert [c.weight.shape for c in model.torso.convs] == [
         (32, 4, 8, 8), (64, 32, 4, 4), (64, 64, 3, 3)
