@@ -57,7 +57,7 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
     results = ("returns/returns.md", "speed.md", "scaling.md")
     results += tuple(
         f"speed_{algo}.md"
-        for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host")
+        for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host", "mujoco")
     )
     for path in (f"benchmarks/results/{name}" for name in results):
         table = [
