@@ -167,9 +167,6 @@ class AtariTraining(Wrapper):
     def evaluation_env(self) -> Any:
         return self._env
 
-    def reset(self, key: Array, params: Any) -> tuple[Array, Any]:
-        return self._env.reset(key, params)
-
     def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         if self._episodic_life:
