@@ -310,15 +310,16 @@ def make_train(config: Config) -> trainer.Train:
         carry, stats = jax.lax.scan(lambda c, k: update(c, target_network, buffer, k), carry, keys)
         return carry, jax.tree.map(jnp.mean, stats)
 
-    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+    def step(state: TrainState, iteration: Array) -> tuple[TrainState, dict[str, Array]]:
         key, collect_key, update_key = jax.random.split(state.key, 3)
         carry = (state.q_network, state.env_state, state.obs, state.buffer, state.env_steps)
         collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
         (_, env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-        # No updates during warm-up (NaN metrics). Under vmap both branches run (warm-up is a
-        # few percent of a run); the buffer is only read inside, so the select does not copy it.
+        # No updates during warm-up (NaN metrics). The test reads `iteration`, the same for
+        # every seed, so vmapped seeds run one branch (a test on `env_steps` would run both).
+        warm = (iteration + 1) * config.env_steps_per_iteration >= config.learning_starts
         (q_network, opt_state), stats = trainer.when(
-            env_steps >= config.learning_starts, learn,
+            warm, learn,
             (state.q_network, state.opt_state), state.target_network, buffer, update_key,
         )  # fmt: skip
         # Target updates fall due when the env-step counter crosses multiples of the frequency;

@@ -331,7 +331,7 @@ def make_train(config: Config) -> trainer.Train:
         stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
         return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
-    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+    def step(state: TrainState, iteration: Array) -> tuple[TrainState, dict[str, Array]]:
         key, update_key = jax.random.split(state.key)
         carry = (state.model, state.env_state, state.obs, state.first, state.hidden, key)
         (_, env_state, obs, first, hidden, key), traj = jax.lax.scan(

@@ -310,7 +310,7 @@ def make_train(config: Config) -> trainer.Train:
         loss = td_loss(q_taken, batch["target"])
         return loss, dict(td_loss=loss, q_values=q_taken.mean())
 
-    def step(state: TrainState) -> tuple[TrainState, dict[str, Array]]:
+    def step(state: TrainState, iteration: Array) -> tuple[TrainState, dict[str, Array]]:
         key, rollout_key, update_key = jax.random.split(state.key, 3)
         carry = (state.q_network, state.env_state, state.obs, state.env_steps)
         rollout_keys = jax.random.split(rollout_key, config.num_steps)

@@ -1,13 +1,12 @@
 """SAC for continuous actions (Haarnoja et al. 2018, arXiv:1801.01290 and arXiv:1812.05905).
 
 Follows CleanRL's `sac_continuous_action.py`: a tanh-squashed Gaussian policy whose log-density
-carries the log-det-Jacobian of the squashing *and* of the action scale, twin critics with
-Polyak-averaged targets, automatic entropy tuning towards -action_dim, separate Adam optimisers,
-uniform random actions during warm-up. The entropy is estimated from samples, never from a
-closed form (the squashed Gaussian has none). Deviates on time limits (a truncated episode
-bootstraps from its final observation), updates the actor every step (no TD3-style delay), and
-by default uses 64 units and batches of 128, enough for Pendulum; `--preset HalfCheetah-v5`
-(Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
+carries the log-det-Jacobian of the squashing *and* of the action scale, twin critics with Polyak-
+averaged targets, automatic entropy tuning towards -action_dim, separate Adam optimisers, uniform
+random actions during warm-up; the entropy is estimated from samples (the squashed Gaussian has no
+closed form). Deviates on time limits (a truncated episode bootstraps from its final observation)
+and updates the actor every step (no TD3-style delay). The defaults (64 units, batches of 128) suit
+Pendulum; `--preset HalfCheetah-v5` (Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
 
     python algorithms/sac.py --preset HalfCheetah-v5 --num-seeds 2   # pip install -e ".[mujoco]"
 """
@@ -233,17 +232,21 @@ def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[A
 
 def off_policy_step(
     state: TrainState,
+    iteration: Int[Array, ""],
     *,
     config: Config,
     env: Any,
     env_params: Any,
     explore: Callable[[Any, Array, Array, PRNGKeyArray], Array],
-    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray], tuple[Agent, dict[str, Array]]],
+    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray, Array], tuple[Agent, dict[str, Array]]],
 ) -> tuple[TrainState, dict[str, Array]]:
-    """One iteration: `vector_steps_per_iteration` steps of every env into the replay buffer,
-    with `explore(actor, obs, env_steps, key)`'s actions, then `updates_per_iteration` updates
-    once `learning_starts` env steps are in (before that, none: NaN metrics)."""
+    """Iteration `iteration`: `vector_steps_per_iteration` steps of every env into the buffer
+    (`explore(actor, obs, env_steps, key)`'s actions), then, once `learning_starts` env steps are
+    in (no updates before: NaN metrics), `update(agent, buffer, key, count)` for counts from 1.
+    Both follow `iteration`, not the state: vmapped seeds take one branch of each `lax.cond`."""
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    per_iteration, num_updates = config.env_steps_per_iteration, config.updates_per_iteration
+    first_warm = max(-(-config.learning_starts // per_iteration) - 1, 0)  # its first iteration
 
     def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
         env_state, obs, buffer, env_steps = carry
@@ -257,17 +260,16 @@ def off_policy_step(
         return (env_state, next_obs, buffer, env_steps + config.num_envs), None
 
     def learn(agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray) -> tuple[Agent, dict]:
-        keys = jax.random.split(key, config.updates_per_iteration)
-        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
+        counts = (iteration - first_warm) * num_updates + jnp.arange(1, num_updates + 1)
+        keys = jax.random.split(key, num_updates)
+        agent, stats = jax.lax.scan(lambda a, x: update(a, buffer, *x), agent, (keys, counts))
         return agent, jax.tree.map(jnp.nanmean, stats)
 
     key, collect_key, update_key = jax.random.split(state.key, 3)
     carry = (state.env_state, state.obs, state.buffer, state.env_steps)
     collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
     (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-    # Under vmap both branches run (warm-up is a few percent of a run); the buffer is only
-    # read inside, so the select does not copy it.
-    warm = env_steps >= config.learning_starts
+    warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
     metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
     state = dataclasses.replace(
@@ -336,7 +338,7 @@ def make_train(config: Config) -> trainer.Train:
         return jnp.mean(-jnp.exp(log_alpha) * (log_prob + target_entropy))  # CleanRL form
 
     def update(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
+        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray, _count: Array
     ) -> tuple[Agent, dict[str, Array]]:
         sample_key, next_key, actor_key = jax.random.split(key, 3)
         batch = buffer.sample(sample_key, config.batch_size)
@@ -368,15 +370,13 @@ def make_train(config: Config) -> trainer.Train:
             actor_opt_state=actor_opt_state, critic_opt_state=critic_opt_state,
             alpha_opt_state=alpha_opt_state,
         )  # fmt: skip
-        stats = dict(
+        return agent, dict(
             value_loss=q_loss, q_values=q_mean, actor_loss=pi_loss,
             alpha=jnp.exp(log_alpha), entropy=-jnp.mean(log_prob),  # entropy from samples
         )  # fmt: skip
-        return agent, stats
 
     def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
-        """The deterministic action: the squashed mean."""
-        mean, _ = jax.vmap(state.agent.actor)(obs)
+        mean, _ = jax.vmap(state.agent.actor)(obs)  # deterministic: the squashed mean
         return offset + scale * jnp.tanh(mean)
 
     step = functools.partial(

@@ -153,7 +153,6 @@ class Agent(eqx.Module):
     target_critic: TwinCritic
     actor_opt_state: optax.OptState
     critic_opt_state: optax.OptState
-    num_updates: Int[Array, ""]
 
 
 # Copied from algorithms/sac.py::TrainState
@@ -212,17 +211,21 @@ def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[A
 # Copied from algorithms/sac.py::off_policy_step
 def off_policy_step(
     state: TrainState,
+    iteration: Int[Array, ""],
     *,
     config: Config,
     env: Any,
     env_params: Any,
     explore: Callable[[Any, Array, Array, PRNGKeyArray], Array],
-    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray], tuple[Agent, dict[str, Array]]],
+    update: Callable[[Agent, ReplayBuffer, PRNGKeyArray, Array], tuple[Agent, dict[str, Array]]],
 ) -> tuple[TrainState, dict[str, Array]]:
-    """One iteration: `vector_steps_per_iteration` steps of every env into the replay buffer,
-    with `explore(actor, obs, env_steps, key)`'s actions, then `updates_per_iteration` updates
-    once `learning_starts` env steps are in (before that, none: NaN metrics)."""
+    """Iteration `iteration`: `vector_steps_per_iteration` steps of every env into the buffer
+    (`explore(actor, obs, env_steps, key)`'s actions), then, once `learning_starts` env steps are
+    in (no updates before: NaN metrics), `update(agent, buffer, key, count)` for counts from 1.
+    Both follow `iteration`, not the state: vmapped seeds take one branch of each `lax.cond`."""
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    per_iteration, num_updates = config.env_steps_per_iteration, config.updates_per_iteration
+    first_warm = max(-(-config.learning_starts // per_iteration) - 1, 0)  # its first iteration
 
     def collect_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, None]:
         env_state, obs, buffer, env_steps = carry
@@ -236,17 +239,16 @@ def off_policy_step(
         return (env_state, next_obs, buffer, env_steps + config.num_envs), None
 
     def learn(agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray) -> tuple[Agent, dict]:
-        keys = jax.random.split(key, config.updates_per_iteration)
-        agent, stats = jax.lax.scan(lambda a, k: update(a, buffer, k), agent, keys)
+        counts = (iteration - first_warm) * num_updates + jnp.arange(1, num_updates + 1)
+        keys = jax.random.split(key, num_updates)
+        agent, stats = jax.lax.scan(lambda a, x: update(a, buffer, *x), agent, (keys, counts))
         return agent, jax.tree.map(jnp.nanmean, stats)
 
     key, collect_key, update_key = jax.random.split(state.key, 3)
     carry = (state.env_state, state.obs, state.buffer, state.env_steps)
     collect_keys = jax.random.split(collect_key, config.vector_steps_per_iteration)
     (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
-    # Under vmap both branches run (warm-up is a few percent of a run); the buffer is only
-    # read inside, so the select does not copy it.
-    warm = env_steps >= config.learning_starts
+    warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
     metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
     state = dataclasses.replace(
@@ -283,7 +285,7 @@ def make_train(config: Config) -> trainer.Train:
         critic = TwinCritic(obs_dim, action_dim, config.hidden_size, critic_key)
         agent = Agent(
             actor, actor, critic, critic, actor_optimizer.init(actor),
-            critic_optimizer.init(critic), jnp.array(0),
+            critic_optimizer.init(critic),
         )  # fmt: skip
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         zero_obs = jnp.zeros(obs_dim)
@@ -317,7 +319,7 @@ def make_train(config: Config) -> trainer.Train:
         return agent, loss
 
     def update(
-        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray
+        agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray, count: Array
     ) -> tuple[Agent, dict[str, Array]]:
         sample_key, noise_key = jax.random.split(key)
         batch = buffer.sample(sample_key, config.batch_size)
@@ -332,13 +334,10 @@ def make_train(config: Config) -> trainer.Train:
         )
         updates, critic_opt_state = critic_optimizer.update(grads, agent.critic_opt_state)
         critic = optax.apply_updates(agent.critic, updates)
-        num_updates = agent.num_updates + 1
-        agent = dataclasses.replace(
-            agent, critic=critic, critic_opt_state=critic_opt_state, num_updates=num_updates
-        )
+        agent = dataclasses.replace(agent, critic=critic, critic_opt_state=critic_opt_state)
         # Delayed policy and target updates, counted in critic updates.
         agent, pi_loss = trainer.when(
-            num_updates % config.policy_frequency == 0, update_actor, agent, batch.obs
+            count % config.policy_frequency == 0, update_actor, agent, batch.obs
         )
         return agent, dict(value_loss=q_loss, q_values=q_mean, actor_loss=pi_loss)
 

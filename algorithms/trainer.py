@@ -37,13 +37,18 @@ class Train:
     `num_iterations`, the surplus iterations of the last interval are skipped (`when`), so every
     interval is the same program.
 
+    `step(state, iteration) -> (state, metrics)` is one iteration; `iteration` is its index in
+    the run, the same for every vmapped seed and sweep point, so a `lax.cond` on it (replay
+    warm-up, TD3's delayed actor) runs one branch, where one on a counter in the (batched)
+    state would run both and select.
+
     `act(state, obs) -> actions` maps a batch of observations to greedy actions. A policy with
     memory gives `initial_carry(num_envs)`, its memory at an episode's start, and then
     `act(state, obs, carry) -> (actions, carry)`.
     """
 
     init: Callable[[PRNGKeyArray], Any]
-    step: Callable[[Any], tuple[Any, Metrics]]
+    step: Callable[[Any, Int[Array, ""]], tuple[Any, Metrics]]
     act: Callable[..., Any]
     env: Any
     env_params: Any
@@ -84,9 +89,10 @@ class Train:
         ragged = self.num_iterations % self.eval_every != 0
 
         def iteration(state: Any, offset: Int[Array, ""]) -> tuple[Any, Metrics]:
+            i = index * self.eval_every + offset
             if not ragged:
-                return self.step(state)
-            return when(index * self.eval_every + offset < self.num_iterations, self.step, state)
+                return self.step(state, i)
+            return when(i < self.num_iterations, self.step, state, i)
 
         state, metrics = jax.lax.scan(iteration, state, jnp.arange(self.eval_every))
         # NaN marks skipped iterations and returns before the first finished episode.

@@ -44,6 +44,19 @@ GYMNAX_BLINES = {
     "MountainCarContinuous-v0": (92.0, 1_000_000),
 }
 MINATAR_PPO = {"Asterix": 15.0, "Breakout": 28.0, "Freeway": 58.0, "SpaceInvaders": 131.0}
+# CleanRL's published final returns (JMLR 2022 appendix; at least 3 seeds, 1e6 steps on the MuJoCo
+# v2 tasks, 1e7 on Atari's NoFrameskip-v4 without sticky actions): the nearest published
+# numbers for canter's MuJoCo v5 presets and ppo_atari, their budget and version marked.
+CLEANRL = {
+    ("sac", "HalfCheetah-v5"): (10310.37, 1_000_000, "HalfCheetah-v2"),
+    ("sac", "Hopper-v5"): (2685.76, 1_000_000, "Hopper-v2"),
+    ("sac", "Walker2d-v5"): (4418.15, 1_000_000, "Walker2d-v2"),
+    ("td3", "HalfCheetah-v5"): (9018.31, 1_000_000, "HalfCheetah-v2"),
+    ("td3", "Hopper-v5"): (3391.78, 1_000_000, "Hopper-v2"),
+    ("td3", "Walker2d-v5"): (4246.07, 1_000_000, "Walker2d-v2"),
+    ("ppo_atari", "ALE/Breakout-v5"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
+    ("ppo_atari", "ALE/Pong-v5"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
+}
 # Published without a number to read off (curves only): said in the table all the same.
 CURVES_ONLY = {"pqn": "purejaxql PQN: curves only", "dqn": "Young & Tian 2019 DQN: curves only"}
 # Other published figures a row is set beside, in words (a different measure or network).
@@ -57,6 +70,9 @@ def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
     """(published return, its env steps, whose) for `algo` on `env`, or Nones and a remark."""
     if env in GYMNAX_BLINES:
         return (*GYMNAX_BLINES[env], "gymnax-blines PPO")
+    if (algo, env.removeprefix("gymnasium:")) in CLEANRL:
+        published, budget, task = CLEANRL[algo, env.removeprefix("gymnasium:")]
+        return published, budget, f"CleanRL {algo}, {task}"
     game = env.removesuffix("-MinAtar")
     if algo == "ppo" and game in MINATAR_PPO:
         return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
@@ -106,8 +122,10 @@ def run_one(
 
     module = importlib.import_module(f"algorithms.{algo}")
     base = module.PRESETS[env] if preset else {}
-    config = module.Config(**{**base, **overrides, "env": env, "num_seeds": num_seeds})
-    run_dir = out / "runs" / f"{algo}__{env}"
+    # A preset names its env in full (MuJoCo's `gymnasium:HalfCheetah-v5` under `HalfCheetah-v5`).
+    env_id = base.get("env", env)
+    config = module.Config(**{**base, **overrides, "env": env_id, "num_seeds": num_seeds})
+    run_dir = out / "runs" / f"{algo}__{slug(env)}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a rerun replaces the previous result
     result = trainer.run(config, module.make_train, algo=algo, run_dir=run_dir, verbose=False)
     summary = result.summary
@@ -135,8 +153,13 @@ def run_one(
         "curve": os.path.relpath(RunDir(run_dir).curve, Path(__file__).parent.parent),
         "machine": machine(),
     }
-    (out / f"{algo}__{env}.json").write_text(json.dumps(record, indent=1))
+    (out / f"{algo}__{slug(env)}.json").write_text(json.dumps(record, indent=1))
     return record
+
+
+def slug(env: str) -> str:
+    """`env` as one file name: `gymnasium:ALE/Breakout-v5` -> `ALE-Breakout-v5`."""
+    return env.removeprefix("gymnasium:").replace("/", "-")
 
 
 def machine() -> str:
@@ -168,7 +191,7 @@ def table(out: Path) -> str:
             ref += f"; {ALSO[r['algo'], r['env']]}"
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
-        if r.get("preset"):  # MinAtar rows say whether actions were sticky
+        if r.get("sticky_action_prob") is not None:  # MinAtar rows say whether actions stick
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
         gpu = "CPU" not in r.get("machine", "CPU")
         where = f" ({r['machine'].removeprefix('1 ').split(' (')[0]})" if gpu else ""

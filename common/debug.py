@@ -69,7 +69,7 @@ def run_debug(
     for i in range(iterations):
         tic = time.perf_counter()
         with jax.disable_jit():
-            state, metrics = train.step(state)
+            state, metrics = train.step(state, jnp.int32(i))
         bad = first_non_finite(state)
         if bad is not None:
             raise FloatingPointError(

@@ -104,7 +104,7 @@ def test_replay_stores_the_final_observation_of_truncated_episodes():
     config = probe_config("ProbeClock", total_timesteps=4 * 30, learning_starts=10**6)
     train = dqn.make_train(config)
     state = jax.jit(train.init)(jax.random.key(0))
-    state, _ = jax.jit(lambda s: jax.lax.scan(lambda s, _: train.step(s), s, None, 30))(state)
+    state, _ = jax.jit(lambda s: jax.lax.scan(train.step, s, jnp.arange(30)))(state)
     data = state.buffer.data
     obs, next_obs = (
         np.round(3 * np.asarray(x[:120, 0])).tolist() for x in (data.obs, data.next_obs)
@@ -242,7 +242,7 @@ def test_soft_target_updates_count_every_frequency_crossed():
     )  # fmt: skip
     train = dqn.make_train(config)
     before = jax.jit(train.init)(jax.random.key(0))
-    after, _ = jax.jit(train.step)(before)
+    after, _ = jax.jit(train.step)(before, 0)
     assert int(after.opt_state[0].count) == 10  # ten online updates
     expected = dqn.polyak_update(after.q_network, before.target_network, 1 - 0.995**10)
     assert_trees_close(after.target_network, expected, rtol=1e-6, atol=1e-7)

@@ -3,10 +3,11 @@
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from algorithms import ppo, trainer
+from algorithms import dqn, ppo, sac, td3, trainer
 
 TINY = ppo.Config(
     total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
@@ -18,9 +19,9 @@ def counting(train: trainer.Train) -> tuple[trainer.Train, dict[str, int]]:
     """The same run, counting how often `step` and `act` (evaluation) are traced."""
     counts = {"step": 0, "act": 0}
 
-    def step(state):
+    def step(state, iteration):
         counts["step"] += 1
-        return train.step(state)
+        return train.step(state, iteration)
 
     def act(*args):
         counts["act"] += 1
@@ -116,3 +117,27 @@ def test_ragged_last_interval_runs_exactly_num_iterations():
     assert int(adam_state.count) == 5 * config.update_epochs * config.num_minibatches
     assert np.all(np.isfinite(metrics["train"]["policy_loss"]))
     assert train.env_steps(train.num_intervals - 1) == 160
+
+
+REPLAY = dict(total_timesteps=400, buffer_size=64, batch_size=8, learning_starts=40, eval_every=10)
+
+
+@pytest.mark.parametrize(
+    "config, branches",
+    [
+        (dqn.Config(**REPLAY, num_envs=4, train_frequency=2, hidden_sizes=(8,)), 1),  # warm-up
+        (sac.Config(**REPLAY, hidden_size=8), 1),  # warm-up
+        (td3.Config(**REPLAY, hidden_size=8), 2),  # warm-up, the delayed actor
+    ],
+    ids=["dqn", "sac", "td3"],
+)
+def test_vmapped_seeds_branch_on_the_shared_iteration(config, branches):
+    # The branch predicates read the iteration, which every seed shares: under vmap each stays
+    # a `cond` that runs one branch. A predicate read from the (batched) state would make vmap
+    # run both branches and select, an update computed and thrown away every warm-up step.
+    module = {dqn.Config: dqn, sac.Config: sac, td3.Config: td3}[type(config)]
+    train = module.make_train(config)
+    state, _ = jax.vmap(train.start)(trainer.seed_keys(0, 2))
+    step = jax.vmap(train.step, in_axes=(0, None))
+    program = str(jax.make_jaxpr(step)(state, jnp.int32(0)))
+    assert program.count(" cond[") == branches

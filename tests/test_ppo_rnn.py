@@ -59,8 +59,8 @@ def replay_log_ratio_metrics(monkeypatch=None, broken_unroll=None):
     state = eqx.tree_at(lambda s: s.model.actor[1].weight, state, replace_fn=lambda w: w * 300)
     step = jax.jit(train.step)
     results = []
-    for _ in range(3):
-        state, metrics = step(state)
+    for i in range(3):
+        state, metrics = step(state, i)
         results.append(metrics)
     return jax.tree.map(lambda *x: np.array(x), *results)
 

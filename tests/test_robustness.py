@@ -101,10 +101,10 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     def make_train(config):
         train = ppo.make_train(config)
 
-        def step(state):
+        def step(state, iteration):
             leaves = jax.tree.leaves(state)
             seen.append(all(not isinstance(x, jax.core.Tracer) for x in leaves))
-            return train.step(state)
+            return train.step(state, iteration)
 
         return dataclasses.replace(train, step=step)
 
@@ -118,8 +118,8 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     def poisoned(config):
         train = ppo.make_train(config)
 
-        def step(state):
-            state, metrics = train.step(state)
+        def step(state, iteration):
+            state, metrics = train.step(state, iteration)
             return jax.tree.map(
                 lambda x: x * jnp.nan if x.dtype == jnp.float32 else x, state
             ), metrics

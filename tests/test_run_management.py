@@ -122,9 +122,9 @@ def test_sweep_compiles_once_and_each_point_equals_a_plain_run():
     def counting_make_train(config):
         train = ppo.make_train(config)
 
-        def step(state):
+        def step(state, iteration):
             traces.append(1)
-            return train.step(state)
+            return train.step(state, iteration)
 
         return dataclasses.replace(train, step=step)
 
