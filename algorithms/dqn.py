@@ -27,6 +27,7 @@ from algorithms import trainer
 from common.buffer import ReplayBuffer
 from common.config import ConfigError, check_budget, check_positive, check_replay, pytree_config
 from common.envs import MINATAR_GAMES, make_env
+from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from common.ranges import NonNegative, PositiveFraction, UnitInterval
 from common.wrappers import episode_metrics
 
@@ -114,7 +115,7 @@ class QNetwork(eqx.Module):
     Equinox's default init (PyTorch's Kaiming-uniform), as in CleanRL's and MinAtar's DQN.
     """
 
-    conv: eqx.nn.Conv2d | None
+    conv: Conv2d | None
     layers: tuple[eqx.nn.Linear, ...]
     value_head: eqx.nn.Linear | None
 
@@ -124,7 +125,7 @@ class QNetwork(eqx.Module):
         self.conv, features = None, math.prod(obs_shape)
         if config.network == "cnn":
             height, width, channels = obs_shape
-            self.conv = eqx.nn.Conv2d(channels, 16, 3, key=jax.random.fold_in(key, 1))
+            self.conv = Conv2d(channels, 16, 3, key=jax.random.fold_in(key, 1))
             features = 16 * (height - 2) * (width - 2)
         sizes = (features, *config.hidden_sizes, num_actions)
         keys = jax.random.split(key, len(sizes))

@@ -31,6 +31,7 @@ from algorithms import trainer
 from common.config import check_budget, check_divides, check_positive, pytree_config
 from common.envs import MINATAR_GAMES, make_env
 from common.initializers import orthogonal
+from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from common.minibatch import shuffled_minibatches, update_epochs
 from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
@@ -139,10 +140,10 @@ class ConvTorso(eqx.Module):
     """MinAtar's convolution (Young & Tian 2019): 16 3x3 filters, stride 1, no padding, ReLU;
     flattened. Orthogonal weights of gain sqrt(2), zero bias (CleanRL's Atari PPO init)."""
 
-    conv: eqx.nn.Conv2d
+    conv: Conv2d
 
     def __init__(self, channels: int, key: PRNGKeyArray):
-        conv = eqx.nn.Conv2d(channels, 16, kernel_size=3, key=key)
+        conv = Conv2d(channels, 16, kernel_size=3, key=key)
         weight = orthogonal(key, (16, channels * 9), 2**0.5).reshape(conv.weight.shape)
         self.conv = eqx.tree_at(lambda c: (c.weight, c.bias), conv, (weight, conv.bias * 0))
 

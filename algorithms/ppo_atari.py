@@ -29,6 +29,7 @@ from algorithms import trainer
 from common.config import ConfigError, check_budget, check_divides, check_positive, pytree_config
 from common.envs import make_env
 from common.initializers import orthogonal
+from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from common.minibatch import shuffled_minibatches, update_epochs
 from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
@@ -112,10 +113,10 @@ def orthogonal_linear(
 
 def orthogonal_conv(
     in_channels: int, out_channels: int, kernel: int, stride: int, key: PRNGKeyArray
-) -> eqx.nn.Conv2d:
+) -> Conv2d:
     """Convolution with orthogonal weights of gain sqrt(2) (over the flattened receptive field)
     and zero bias, as CleanRL's `layer_init`."""
-    conv = eqx.nn.Conv2d(in_channels, out_channels, kernel, stride=stride, key=key)
+    conv = Conv2d(in_channels, out_channels, kernel, stride=stride, key=key)
     weight = orthogonal(key, (out_channels, in_channels * kernel * kernel), 2**0.5)
     return eqx.tree_at(
         lambda c: (c.weight, c.bias),
@@ -128,7 +129,7 @@ class NatureCNN(eqx.Module):
     """The Nature DQN torso (Mnih et al. 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions and a
     512-unit dense layer, ReLU throughout, on pixels scaled to [0, 1]."""
 
-    convs: tuple[eqx.nn.Conv2d, ...]
+    convs: tuple[Conv2d, ...]
     dense: eqx.nn.Linear
 
     def __init__(self, channels: int, key: PRNGKeyArray):

@@ -28,6 +28,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from algorithms import trainer
 from common.config import check_budget, check_divides, check_positive, pytree_config
 from common.envs import MINATAR_GAMES, make_env
+from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from common.minibatch import shuffled_minibatches, update_epochs
 from common.ranges import NonNegative, Positive, PositiveFraction, PositiveOrInf, UnitInterval
 from common.wrappers import episode_metrics
@@ -109,11 +110,11 @@ class ConvTorso(eqx.Module):
     """purejaxql's MinAtar convolution: 16 3x3 filters (stride 1, no padding), LayerNorm over
     each cell's channels, ReLU; flattened. He-normal weights, zero bias."""
 
-    conv: eqx.nn.Conv2d
+    conv: Conv2d
     norm: eqx.nn.LayerNorm
 
     def __init__(self, channels: int, key: PRNGKeyArray):
-        self.conv = variance_scaled(eqx.nn.Conv2d(channels, 16, 3, key=key), 2.0, key)
+        self.conv = variance_scaled(Conv2d(channels, 16, 3, key=key), 2.0, key)
         self.norm = eqx.nn.LayerNorm(16)
 
     def __call__(self, x: Float[Array, "height width channels"]) -> Float[Array, " features"]:

@@ -1,0 +1,109 @@
+"""Convolutions inside a loop on XLA:CPU: `eqx.nn.Conv2d` against `common.layers.Conv2d`.
+
+Times one SGD step (gradient and update) of two torsos inside a `lax.scan`, where every canter
+training step runs, with Equinox's stock convolution and with canter's patch-matmul one (same
+parameters, same numbers), taking turns, `--repeats` rounds; also the stock one outside a loop
+(one jitted gradient), which XLA:CPU runs with its library kernel:
+
+- Nature CNN (ppo_atari.py): 32 8x8/4, 64 4x4/2, 64 3x3/1 and 512 dense units, on 84x84x4
+  frames, 256 per minibatch (CleanRL's Atari PPO);
+- MinAtar (pqn.py, ppo.py --network cnn): 16 3x3 filters and 128 dense units on 10x10x4 grids,
+  512 per minibatch.
+
+    python benchmarks/conv_cpu.py            # writes benchmarks/results/conv_cpu.md
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from common.layers import Conv2d
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TORSOS = {  # name: (frame shape HxWxC, minibatch, ((out, kernel, stride), ...), dense units)
+    "Nature CNN, 84x84x4": ((84, 84, 4), 256, ((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
+    "MinAtar CNN, 10x10x4": ((10, 10, 4), 512, ((16, 3, 1),), 128),
+}
+STEPS = 4  # scan length
+
+
+class Torso(eqx.Module):
+    convs: tuple
+    dense: eqx.nn.Linear
+
+    def __init__(self, conv_cls, frame, layers, units, key):
+        keys = jax.random.split(key, len(layers) + 1)
+        convs, channels, size = [], frame[-1], frame[0]
+        for (out, kernel, stride), k in zip(layers, keys[:-1], strict=True):
+            convs.append(conv_cls(channels, out, kernel, stride=stride, key=k))
+            channels, size = out, (size - kernel) // stride + 1
+        self.convs = tuple(convs)
+        self.dense = eqx.nn.Linear(channels * size * size, units, key=keys[-1])
+
+    def __call__(self, x):
+        x = jnp.transpose(x, (2, 0, 1))
+        for conv in self.convs:
+            x = jax.nn.relu(conv(x))
+        return jax.nn.relu(self.dense(x.reshape(-1)))
+
+
+def loss(model, frames):
+    return jnp.mean(jax.vmap(model)(frames) ** 2)
+
+
+def sgd(model, frames):
+    grads = jax.grad(loss)(model, frames)
+    return jax.tree.map(lambda p, g: p - 1e-4 * g, model, grads)
+
+
+def seconds_per_step(fn, model, frames) -> float:
+    jax.block_until_ready(fn(model, frames))  # compile and warm up
+    tic = time.perf_counter()
+    jax.block_until_ready(fn(model, frames))
+    return (time.perf_counter() - tic) / STEPS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    in_scan = jax.jit(lambda m, x: jax.lax.scan(lambda m, f: (sgd(m, f), None), m, x)[0])
+    unrolled = jax.jit(lambda m, x: [sgd(m, f) for f in x])
+    lines = [
+        "| torso | stock conv in a scan (ms) | patch matmul in a scan (ms) | stock / matmul: "
+        "median (per round) | stock conv, no loop (ms) |",
+        "|---|---:|---:|---|---:|",
+    ]
+    key = jax.random.key(0)
+    for name, (frame, batch, layers, units) in TORSOS.items():
+        frames = jax.random.uniform(key, (STEPS, batch, *frame)) * 255
+        stock = Torso(eqx.nn.Conv2d, frame, layers, units, key)
+        patch = Torso(Conv2d, frame, layers, units, key)
+        rounds = []
+        for _ in range(args.repeats):
+            rounds.append(
+                (
+                    seconds_per_step(in_scan, stock, frames),
+                    seconds_per_step(in_scan, patch, frames),
+                    seconds_per_step(unrolled, stock, frames),
+                )
+            )
+        a, b, c = (np.median([r[i] for r in rounds]) * 1e3 for i in range(3))
+        ratios = ", ".join(f"{r[0] / r[1]:.1f}" for r in rounds)
+        lines.append(
+            f"| {name}, {batch} per step | {a:.0f} | {b:.0f} | {a / b:.1f} ({ratios}) | {c:.0f} |"
+        )
+        print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    machine = f"{jax.devices()[0].device_kind}, jax {jax.__version__}"
+    (RESULTS / "conv_cpu.md").write_text(f"{table}\n\nMachine: {machine}.\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

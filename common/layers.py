@@ -1,0 +1,44 @@
+"""`Conv2d`: Equinox's convolution, computed as one matmul of patches on the CPU.
+
+XLA:CPU compiles a convolution that sits inside a loop (`lax.scan`, `while_loop`: every
+training step runs inside the trainer's scan over iterations) as a generated loop nest instead
+of its library kernel. The Nature CNN's gradient on 256 frames takes about 10x longer there than
+as the matmul below (benchmarks/README.md has the figures); MinAtar's small convolutions lose
+less. A matmul is not affected. So on the CPU this layer gathers, for every kernel offset, the
+strided slice of the input that offset sees, concatenates them along the channels and multiplies
+by the weights once. Same parameters (an `eqx.nn.Conv2d`, so initialisers and checkpoints do
+not change), same numbers to float tolerance (tests/test_layers.py). On other backends, and for
+dilated, grouped or non-zero-padded convolutions, the stock convolution runs.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+
+class Conv2d(eqx.nn.Conv2d):
+    """`eqx.nn.Conv2d` (channels first, unbatched input) whose CPU forward is a patch matmul."""
+
+    def __call__(
+        self, x: Float[Array, "in_channels height width"], *, key: PRNGKeyArray | None = None
+    ) -> Float[Array, "out_channels out_height out_width"]:
+        stock = self.groups != 1 or self.dilation != (1, 1) or self.padding_mode != "ZEROS"
+        if stock or jax.default_backend() != "cpu":
+            return super().__call__(x, key=key)
+        out_channels, in_channels, kh, kw = self.weight.shape
+        (sh, sw), (top_bottom, left_right) = self.stride, self.padding
+        x = jnp.pad(jnp.transpose(x, (1, 2, 0)), (top_bottom, left_right, (0, 0)))
+        oh, ow = (x.shape[0] - kh) // sh + 1, (x.shape[1] - kw) // sw + 1
+        # Offset (i, j) of the kernel sees rows i, i + sh, ... and columns j, j + sw, ...
+        patches = jnp.concatenate(
+            [
+                x[i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw]
+                for i in range(kh)
+                for j in range(kw)
+            ],
+            axis=-1,
+        )  # (oh, ow, kh * kw * in_channels), ordered as the weights below
+        weight = jnp.transpose(self.weight, (2, 3, 1, 0)).reshape(-1, out_channels)
+        y = jnp.transpose(patches @ weight, (2, 0, 1))
+        return y + self.bias if self.use_bias else y

@@ -1,0 +1,56 @@
+"""common.layers.Conv2d: Equinox's convolution, computed as a patch matmul on the CPU."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from common.layers import Conv2d
+
+SHAPES = [  # in, out, kernel, stride, padding, input size
+    (4, 32, 8, 4, 0, 84),  # the Nature CNN's three
+    (32, 64, 4, 2, 0, 20),
+    (64, 64, 3, 1, 0, 9),
+    (7, 16, 3, 1, 0, 10),  # MinAtar's
+    (3, 5, 3, 2, 1, 11),  # padded, a stride that leaves a border unused
+    (2, 3, (2, 3), (1, 2), ((1, 0), (2, 1)), 7),  # rectangular kernel, uneven padding
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(s[:5]) for s in SHAPES])
+def test_same_numbers_and_gradients_as_equinox(shape):
+    cin, cout, kernel, stride, padding, size = shape
+    key = jax.random.key(0)
+    stock = eqx.nn.Conv2d(cin, cout, kernel, stride=stride, padding=padding, key=key)
+    patch = Conv2d(cin, cout, kernel, stride=stride, padding=padding, key=key)
+    for a, b in zip(jax.tree.leaves(stock), jax.tree.leaves(patch), strict=True):
+        assert jnp.array_equal(a, b)  # the same parameters
+    x = jax.random.normal(jax.random.key(1), (3, cin, size, size))
+    np.testing.assert_allclose(jax.vmap(patch)(x), jax.vmap(stock)(x), rtol=1e-5, atol=1e-5)
+
+    def grads(model):
+        return jax.grad(lambda m, x: jnp.sum(jax.vmap(m)(x) ** 2), argnums=(0, 1))(model, x)
+
+    (stock_model, stock_x), (patch_model, patch_x) = grads(stock), grads(patch)
+    for a, b in [(stock_model.weight, patch_model.weight), (stock_model.bias, patch_model.bias)]:
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * float(jnp.abs(a).max()))
+    np.testing.assert_allclose(patch_x, stock_x, rtol=1e-4, atol=1e-4)
+
+
+def test_a_loop_body_holds_matmuls_not_a_convolution():
+    # What the layer is for: inside a scan XLA:CPU runs a convolution as a slow loop nest.
+    conv = Conv2d(4, 16, 3, key=jax.random.key(0))
+    x = jnp.ones((2, 5, 4, 10, 10))
+    body = lambda c, x: (c + jax.vmap(conv)(x).sum(), None)  # noqa: E731
+    program = str(jax.make_jaxpr(lambda x: jax.lax.scan(body, 0.0, x))(x))
+    assert "conv_general_dilated" not in program and "dot_general" in program
+
+
+def test_dilated_and_grouped_convolutions_run_the_stock_kernel():
+    key = jax.random.key(0)
+    for kwargs in [dict(dilation=2), dict(groups=2)]:
+        patch, stock = (cls(4, 6, 3, key=key, **kwargs) for cls in (Conv2d, eqx.nn.Conv2d))
+        x = jax.random.normal(key, (4, 9, 9))
+        assert "conv_general_dilated" in str(jax.make_jaxpr(patch)(x))
+        np.testing.assert_allclose(patch(x), stock(x), rtol=1e-6)
