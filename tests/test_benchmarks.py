@@ -54,7 +54,7 @@ def test_speed_worker_reports_a_measurement(repo_root, impl):
 def test_readme_tables_are_the_benchmark_outputs(repo_root):
     """The README's results and speed tables are copies of what the scripts last wrote."""
     readme = (repo_root / "README.md").read_text()
-    results = ("returns/returns.md", "speed.md", "scaling.md")
+    results = ("returns/returns.md", "speed.md", "scaling.md", "conv_cpu.md")
     results += tuple(
         f"speed_{algo}.md"
         for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host", "mujoco")

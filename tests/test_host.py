@@ -208,6 +208,7 @@ def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(re
     assert float(rows[-1]["eval/episodic_return"]) > 0
 
 
+@pytest.mark.slow
 def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path):
     from algorithms import sac
 

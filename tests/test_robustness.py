@@ -131,6 +131,7 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     assert first_non_finite({"a": jnp.ones(2), "b": {"c": jnp.array([jnp.inf])}}) == "['b']['c']"
 
 
+@pytest.mark.slow
 def test_debug_cli_says_what_it_turned_on(repo_root):
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--debug",
                "--num-envs", "2", "--num-steps", "4"]  # fmt: skip
