@@ -39,6 +39,7 @@ def test_returns_writes_a_result_and_a_table_row(tmp_path):
     assert row.startswith("| ppo | CartPole-v1 | --total-timesteps 2048") and "| 2 |" in row
 
 
+@pytest.mark.slow  # two fresh processes that compile PPO: about 20 s each
 @pytest.mark.parametrize("impl", ["canter", "random"])  # canter-pure shares random's path
 def test_speed_worker_reports_a_measurement(repo_root, impl):
     command = [sys.executable, "benchmarks/speed.py", "--worker", impl, "2", "4", "16", "4", "ppo"]

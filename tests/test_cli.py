@@ -69,6 +69,7 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # two CLI processes: about 20 s each
 @pytest.mark.parametrize("flag, cached", [([], True), (["--no-compile-cache"], False)])
 def test_persistent_compile_cache_in_the_user_cache_dir(repo_root, tmp_path, flag, cached):
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
