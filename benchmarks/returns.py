@@ -115,7 +115,13 @@ def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
 
 
 def run_one(
-    algo: str, env: str, num_seeds: int, overrides: dict, out: Path, preset: bool = False
+    algo: str,
+    env: str,
+    num_seeds: int,
+    overrides: dict,
+    out: Path,
+    preset: bool = False,
+    resume: bool = False,
 ) -> dict:
     from algorithms import trainer
     from common.rundir import RunDir
@@ -126,9 +132,17 @@ def run_one(
     env_id = base.get("env", env)
     config = module.Config(**{**base, **overrides, "env": env_id, "num_seeds": num_seeds})
     run_dir = out / "runs" / f"{algo}__{slug(env)}"
-    shutil.rmtree(run_dir, ignore_errors=True)  # a rerun replaces the previous result
-    result = trainer.run(config, module.make_train, algo=algo, run_dir=run_dir, verbose=False)
+    # A rerun replaces the previous result; `resume` continues a run that was cut short (a long
+    # benchmark spread over several sittings) from its last checkpoint.
+    resume = resume and RunDir(run_dir).checkpoint.exists()
+    if not resume:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    result = trainer.run(
+        config, module.make_train, algo=algo, run_dir=run_dir, resume=resume, verbose=False
+    )
     summary = result.summary
+    if not summary["complete"]:
+        raise SystemExit(f"{run_dir} stopped early ({summary['stopped']}): rerun with --resume")
     finals = np.asarray(summary["eval_return"], float)
     published, budget, source = reference(algo, env)
     record = {
@@ -213,13 +227,20 @@ def main() -> None:
     parser.add_argument("--presets", action="store_true", help="start from PRESETS[env]")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue each env's run in OUT/runs from its last checkpoint, if it has one",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         module = importlib.import_module(f"algorithms.{args.algo}")
         overrides = parse_overrides(module.Config, args.set)
         for env in args.envs:
-            record = run_one(args.algo, env, args.num_seeds, overrides, args.out, args.presets)
+            record = run_one(
+                args.algo, env, args.num_seeds, overrides, args.out, args.presets, args.resume
+            )
             low, high = record["iqm_ci95"]
             print(
                 f"{args.algo} {env}: {record['mean']:.1f} +- {record['std']:.1f}, IQM "

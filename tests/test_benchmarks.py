@@ -39,6 +39,30 @@ def test_returns_writes_a_result_and_a_table_row(tmp_path):
     assert row.startswith("| ppo | CartPole-v1 | --total-timesteps 2048") and "| 2 |" in row
 
 
+def test_returns_resume_continues_a_run_cut_short(tmp_path):
+    from algorithms import ppo, trainer
+
+    overrides = {"total_timesteps": 4096, "eval_every": 2, "num_eval_envs": 2}
+    config = ppo.Config(**overrides, num_seeds=2)
+    run_dir = tmp_path / "runs" / "ppo__CartPole-v1"
+    first = trainer.run(
+        config,
+        ppo.make_train,
+        algo="ppo",
+        run_dir=run_dir,
+        verbose=False,
+        callbacks=[lambda event: event.index == 0],  # stop after the first interval
+    )
+    assert not first.summary["complete"]
+    (run_dir / "kept").touch()  # a fresh run would clear the directory first
+    record = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path, resume=True)
+    assert (run_dir / "kept").exists()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] and record["env_steps"] == summary["env_steps"] == 4096
+    rows = (run_dir / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[0] for row in rows] == ["1", "2", "3", "4"]  # no gap, no repeat
+
+
 @pytest.mark.slow  # two fresh processes that compile PPO: about 20 s each
 @pytest.mark.parametrize("impl", ["canter", "random"])  # canter-pure shares random's path
 def test_speed_worker_reports_a_measurement(repo_root, impl):
