@@ -20,30 +20,33 @@ overridden to match).
     python benchmarks/speed.py --algo ppo-minatar    # PPO on Breakout-MinAtar, 1 and 8 seeds
     python benchmarks/speed.py --algo pqn-minatar    # PQN against the random-policy ceiling
     python benchmarks/speed.py --algo ppo-dp --seeds 1   # one seed's envs over 2 CPU devices
+    python benchmarks/speed.py --algo ppo-minatar --one-core   # with the 2-core bound
     python benchmarks/speed.py --algo host           # host-env adapter vs a bare Gymnasium env
     python benchmarks/speed.py --algo mujoco         # SAC and TD3 vs sbx on HalfCheetah-v5
 
-For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every
-10 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 ->
-0.05 over half the run) with rejax's fixed 64x64 ReLU network, 8 evaluation episodes every
-25,000 env steps; results go to speed_dqn.md / speed_dqn.json. `--algo sac` and `--algo td3`:
-canter's CleanRL-style defaults on Pendulum-v1 for 5e4 env steps on both sides (see
-`rejax_offpolicy_train`), results in speed_sac.md / speed_td3.md. `--algo ppo-minatar`: both
-sides run gymnax-blines' MinAtar PPO (canter's `--preset Breakout-MinAtar`: 64 envs x 128 steps,
-4 epochs x 8 minibatches, lr 5e-4 constant, gamma 0.999, ReLU MLPs 2x256 on the flat grid) on
-Breakout-MinAtar for 20 iterations (163,840 env steps per seed), 8 evaluation episodes at the
-end; results in speed_ppo-minatar.md. `--algo pqn-minatar`: canter's PQN MinAtar preset (CNN,
-128 envs x 32 steps) for 50 iterations against random actions in the same 128 envs; results
-in speed_pqn-minatar.md. `--algo ppo-dp`: PureJaxRL's CartPole PPO with 1024 envs x 16 steps
-for 100 iterations (1,638,400 env steps), one seed: the CLI runner on one device, the CLI runner
-with `--data-parallel` (the seed's envs and minibatches over the CPU devices, one per core), and
-rejax; results in speed_ppo-dp.md. `--algo host` (the `mujoco` extra): random actions in
-HalfCheetah-v5 for 4,000 steps of 1 and 8 envs, through canter's adapter (`gymnasium:` env,
-one jitted scan, compile excluded) against Gymnasium's own sync vector env stepped from Python;
-results in speed_host.md. `--algo mujoco` (the `mujoco` and `bench` extras): canter's SAC and
-TD3 against sbx on HalfCheetah-v5 with CleanRL's MuJoCo settings on both sides, 1e5 env steps,
-one seed, then canter's cost of 4 seeds against 1 at 3e4 steps (benchmarks/mujoco_peer.py says
-what each side runs); results in speed_mujoco.md.
+For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every 10
+env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 -> 0.05 over
+half the run) with rejax's fixed 64x64 ReLU network, 8 evaluation episodes every 25,000 env steps;
+results go to speed_dqn.md / speed_dqn.json. `--algo sac` and `--algo td3`: canter's CleanRL-style
+defaults on Pendulum-v1 for 5e4 env steps on both sides (see `rejax_offpolicy_train`), results in
+speed_sac.md / speed_td3.md. `--algo ppo-minatar`: both sides run gymnax-blines' MinAtar PPO
+(canter's `--preset Breakout-MinAtar`: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-4
+constant, gamma 0.999, ReLU MLPs 2x256 on the flat grid) on Breakout-MinAtar for 20 iterations
+(163,840 env steps per seed), 8 evaluation episodes at the end; results in speed_ppo-minatar.md.
+`--algo pqn-minatar`: canter's PQN MinAtar preset (CNN, 128 envs x 32 steps) for 50 iterations
+against random actions in the same 128 envs; results in speed_pqn-minatar.md. `--algo ppo-dp`:
+PureJaxRL's CartPole PPO with 1024 envs x 16 steps for 100 iterations (1,638,400 env steps), one
+seed: the CLI runner on one device, the CLI runner with `--data-parallel` (the seed's envs and
+minibatches over the CPU devices, one per core), the CLI runner on one device pinned to one core
+(`canter-1core`), and rejax; results in speed_ppo-dp.md. Half of `canter-1core`'s run time is what a
+perfect split over two cores would take, so its ratio to rejax bounds every multi-device speed-up on
+a 2-core machine; `--one-core` adds the same column (and bound) to the other PPO head-to-heads.
+`--algo host` (the `mujoco` extra): random actions in HalfCheetah-v5 for 4,000 steps of 1 and 8
+envs, through canter's adapter (`gymnasium:` env, one jitted scan, compile excluded) against
+Gymnasium's own sync vector env stepped from Python; results in speed_host.md. `--algo mujoco` (the
+`mujoco` and `bench` extras): canter's SAC and TD3 against sbx on HalfCheetah-v5 with CleanRL's
+MuJoCo settings on both sides, 1e5 env steps, one seed, then canter's cost of 4 seeds against 1 at
+3e4 steps (benchmarks/mujoco_peer.py says what each side runs); results in speed_mujoco.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -307,7 +310,7 @@ def measure(
         return measure_mujoco(impl, num_seeds, iterations, algo.removesuffix("-mujoco"))
     if algo == "host":
         return measure_host(impl, num_envs, num_steps)
-    if impl in ("canter", "canter-dp"):
+    if impl in ("canter", "canter-dp", "canter-1core"):
         import importlib
 
         from algorithms import trainer
@@ -565,7 +568,7 @@ def spawn(
     args = [impl, str(num_seeds), str(num_envs), str(num_steps), str(iterations), algo]
     command = [sys.executable, __file__, "--worker", *args]
     env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
-    if impl == "rejax":  # JAX's own default, though canter's config classes get imported there
+    if impl in ("rejax", "canter-1core"):  # JAX's default (canter's config is imported there)
         env["JAX_NUM_CPU_DEVICES"] = "1"
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -581,11 +584,13 @@ def mean(values: list[float]) -> float:
 IMPLS = ("canter", "canter-pure", "rejax")
 
 
-def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dict:
+def head_to_head(
+    repeats: int, seed_counts: list[int], algo: str = "ppo", one_core: bool = False
+) -> dict:
     """Rounds of canter, canter-pure, rejax (fresh processes, in turn); medians, and per-round
     ratios against rejax measured in the same round. For `ppo-dp`, canter-pure is replaced
-    by canter-dp: the CLI runner with --data-parallel."""
-    impls = impls_for(algo)
+    by canter-dp (the CLI runner with --data-parallel) and canter-1core is added."""
+    impls = impls_for(algo, one_core)
     out = {}
     for num_seeds in seed_counts:
         rounds = []
@@ -602,7 +607,7 @@ def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dic
         for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
             row[field] = {impl: statistics.median(r[impl][field] for r in rounds) for impl in impls}
             row[f"{field}_ratios"] = {
-                impl: [r[impl][field] / r["rejax"][field] for r in rounds] for impl in impls[:2]
+                impl: [r[impl][field] / r["rejax"][field] for r in rounds] for impl in impls[:-1]
             }
         row["final_return"] = {
             impl: mean([x for r in rounds for x in r[impl]["final_returns"]]) for impl in impls
@@ -612,21 +617,28 @@ def head_to_head(repeats: int, seed_counts: list[int], algo: str = "ppo") -> dic
 
 
 LABELS = {"canter": "canter (CLI runner)", "canter-pure": "canter (pure jit)",
-          "canter-dp": "canter (CLI, --data-parallel)", "rejax": "rejax"}  # fmt: skip
+          "canter-dp": "canter (CLI, --data-parallel)",
+          "canter-1core": "canter (CLI, 1 device pinned to 1 core)", "rejax": "rejax"}  # fmt: skip
 
 
-def impls_for(algo: str) -> tuple[str, str, str]:
-    """The three implementations of a head-to-head: ppo-dp sets --data-parallel beside the CLI."""
-    return ("canter", "canter-dp", "rejax") if algo == "ppo-dp" else IMPLS
+def impls_for(algo: str, one_core: bool = False) -> tuple[str, ...]:
+    """The implementations of a head-to-head, rejax last: ppo-dp sets --data-parallel beside the
+    CLI. `canter-1core` (always with ppo-dp) is the CLI on one device pinned to one core: half
+    its run time is what a perfect split over two cores could reach, the bound of any
+    data-parallel or multi-device speed-up on a 2-core machine."""
+    impls = ("canter", "canter-dp") if algo == "ppo-dp" else IMPLS[:2]
+    return impls + (("canter-1core",) if one_core or algo == "ppo-dp" else ()) + ("rejax",)
 
 
-def speed_table(rows: dict, algo: str = "ppo") -> str:
-    impls = impls_for(algo)
-    short = {"canter": "CLI", "canter-pure": "pure", "canter-dp": "data-parallel"}
+def speed_table(rows: dict, algo: str = "ppo", one_core: bool = False) -> str:
+    impls = impls_for(algo, one_core)
+    short = {"canter": "CLI", "canter-pure": "pure", "canter-dp": "data-parallel",
+             "canter-1core": "1 core"}  # fmt: skip
+    ratios = [f"{short[i]} / rejax" for i in impls[:-1]]
+    ratios[0] += ": median (per round)"
     lines = [
-        f"| seeds | measure | {' | '.join(LABELS[i] for i in impls)} "
-        f"| {short[impls[0]]} / rejax: median (per round) | {short[impls[1]]} / rejax |",
-        "|---:|---|---:|---:|---:|---|---|",
+        f"| seeds | measure | {' | '.join(LABELS[i] for i in impls)} | {' | '.join(ratios)} |",
+        "|---:|---|" + "---:|" * len(impls) + "---|" * len(ratios),
     ]
     for num_seeds, row in rows.items():
         for field, label, fmt in (
@@ -637,14 +649,25 @@ def speed_table(rows: dict, algo: str = "ppo") -> str:
         ):
             cells = " | ".join(fmt.format(row[field][impl]) for impl in impls)
             ratios = []
-            for impl in impls[:2]:
+            for impl in impls[:-1]:
                 median_ratio = statistics.median(row[f"{field}_ratios"][impl])
                 per_round = ", ".join(f"{r:.2f}" for r in row[f"{field}_ratios"][impl])
                 ratios.append(f"{median_ratio:.2f} ({per_round})")
             lines.append(f"| {num_seeds} | {label} | {cells} | {' | '.join(ratios)} |")
         returns = " | ".join(f"{row['final_return'][impl]:.1f}" for impl in impls)
-        lines.append(f"| {num_seeds} | final eval return (mean over runs) | {returns} | | |")
+        blanks = " |" * len(impls[:-1])
+        lines.append(f"| {num_seeds} | final eval return (mean over runs) | {returns} |{blanks}")
     return "\n".join(lines)
+
+
+def two_core_bound(row: dict) -> str:
+    """The run time of a perfect split of the 1-core run over two cores, against rejax's."""
+    per_round = [r["canter-1core"]["run_s"] / 2 / r["rejax"]["run_s"] for r in row["rounds"]]
+    rounds = ", ".join(f"{x:.2f}" for x in per_round)
+    return (
+        f"- {row['num_seeds']} seed(s): a perfect split of the 1-core run over 2 cores would take "
+        f"{statistics.median(per_round):.2f}x rejax's run time (per round: {rounds})."
+    )
 
 
 def scaling(iterations_budget: int, env_counts: list[int], seed_counts: list[int]) -> dict:
@@ -721,6 +744,9 @@ def main() -> None:
     parser.add_argument("--scaling-seeds", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
+        "--one-core", action="store_true", help="also canter's CLI pinned to one core (the bound)"
+    )
+    parser.add_argument(
         "--algo",
         choices=[
             "ppo",
@@ -739,6 +765,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         impl, *sizes, algo = args.worker
+        if impl == "canter-1core":  # before JAX starts, so XLA sizes its threads for one core
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         print(json.dumps(measure(impl, *map(int, sizes), algo=algo)))
         return
 
@@ -762,12 +790,14 @@ def main() -> None:
         print(table)
         return
     print(f"head to head, {machine()}", flush=True)
-    rows = head_to_head(args.repeats, args.seeds, args.algo)
-    table = speed_table(rows, args.algo)
+    rows = head_to_head(args.repeats, args.seeds, args.algo, args.one_core)
+    table = speed_table(rows, args.algo, args.one_core)
     one = rows[args.seeds[0]]
     summary = [f"Machine: {machine()}.", ""]
+    if "canter-1core" in impls_for(args.algo, args.one_core):
+        summary += [two_core_bound(row) for row in rows.values()]
     if 1 in rows and 8 in rows:
-        for impl in impls_for(args.algo):
+        for impl in impls_for(args.algo, args.one_core):
             cost = rows[8]["run_s"][impl] / rows[1]["run_s"][impl]
             summary.append(f"- {impl}: 8 vmapped seeds cost {cost:.2f}x one seed (run time).")
     name = "speed" if args.algo == "ppo" else f"speed_{args.algo}"
@@ -776,7 +806,7 @@ def main() -> None:
     )
     (args.out / f"{name}.md").write_text("\n".join([table, "", *summary]) + "\n")
     print(table, *summary, sep="\n")
-    for impl in impls_for(args.algo)[:2]:
+    for impl in impls_for(args.algo, args.one_core)[:-1]:
         print(
             f"seeds {one['num_seeds']}: {impl} / rejax, median of per-round ratios: run time "
             f"{statistics.median(one['run_s_ratios'][impl]):.2f}, compile time "

@@ -111,8 +111,10 @@ def compile_programs(
         return state, metrics, health.finite(state, metrics)
 
     def single_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
-        # One entry: no vmap, so each `lax.cond` (replay warm-up, TD3's delayed actor, a ragged
-        # interval) runs one branch instead of both and a select; the same numbers.
+        # One entry (on one device, or data-parallel over several): no vmap, so each `lax.cond`
+        # (replay warm-up, TD3's delayed actor, a ragged interval) runs one branch instead of
+        # both and a select, and no matmul carries a batch axis of one (data-parallel PPO
+        # CartPole, 1024 envs, 2 CPU devices: 1.71x -> 0.91x rejax's run time); same numbers.
         first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
         out = checked_interval(first(config), first(state), first(key), index)
         return jax.tree.map(lambda x: x[None], out)
@@ -126,7 +128,7 @@ def compile_programs(
         state_sharding = env_shardings(state_shape, sharded, num_envs)
         start_jit = jax.jit(start, out_shardings=(state_sharding, sharded))
         interval_jit = jax.jit(
-            single_interval if padded == 1 and mesh.shape["data"] == 1 else batched,
+            single_interval if padded == 1 else batched,
             in_shardings=(sharded, state_sharding, sharded, replicated),
             out_shardings=(state_sharding, sharded, sharded),
             donate_argnums=1,

@@ -76,6 +76,32 @@ def test_speed_worker_reports_a_measurement(repo_root, impl):
     assert len(result["final_returns"]) == 2
 
 
+def test_speed_table_with_the_one_core_bound():
+    """ppo-dp adds the 1-core column: every row has as many cells as the header, and the bound
+    is half the 1-core run time over rejax's, per round."""
+    from benchmarks import speed
+
+    impls = speed.impls_for("ppo-dp")
+    assert impls == ("canter", "canter-dp", "canter-1core", "rejax")
+    run_s = dict(zip(impls, (4.0, 5.0, 6.0, 4.0), strict=True))
+    measured = {
+        impl: dict(compile_s=1.0, run_s=run_s[impl], steps_per_s=1.0 / run_s[impl],
+                   peak_rss_mb=100.0, final_returns=[500.0]) for impl in impls
+    }  # fmt: skip
+    rounds = [measured, measured]
+    row = {"num_seeds": 1, "rounds": rounds, "final_return": {i: 500.0 for i in impls}}
+    for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
+        row[field] = {i: rounds[0][i][field] for i in impls}
+        row[f"{field}_ratios"] = {
+            i: [r[i][field] / r["rejax"][field] for r in rounds] for i in impls[:-1]
+        }
+    lines = speed.speed_table({1: row}, "ppo-dp").splitlines()
+    assert len({line.count("|") for line in lines}) == 1, lines
+    assert "| 1 | run time (s) | 4.00 | 5.00 | 6.00 | 4.00 | 1.00 (1.00, 1.00) |" in lines[2]
+    assert "0.75x rejax's run time (per round: 0.75, 0.75)" in speed.two_core_bound(row)
+    assert speed.impls_for("ppo") == ("canter", "canter-pure", "rejax")
+
+
 def test_readme_tables_are_the_benchmark_outputs(repo_root):
     """The README's results and speed tables are copies of what the scripts last wrote."""
     readme = (repo_root / "README.md").read_text()

@@ -31,7 +31,10 @@ configs = {
                               update_epochs=2, **small),
     "pqn": pqn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2, **small),
     "dqn": dqn.Config(total_timesteps=8 * 64, learning_starts=64, train_frequency=8, **small),
-    "sac": sac.Config(total_timesteps=8 * 64, learning_starts=64, **small),
+    # 16 intervals: SAC's numbers on 2 devices drift from one device's at float level and the
+    # drift compounds (its evaluation return first differed by more than 1e-4 at interval 21
+    # of 32, by 0.1% at the end), as in any chaotic training run; the horizon stops short of it.
+    "sac": sac.Config(total_timesteps=8 * 32, learning_starts=64, **small),
 }
 modules = {"ppo": ppo, "ppo_rnn": ppo_rnn, "pqn": pqn, "dqn": dqn, "sac": sac}
 out = {}
