@@ -95,6 +95,7 @@ def test_callbacks_see_every_interval_and_can_stop_the_run(tmp_path):
     assert resumed.summary["complete"] and resumed.summary["intervals"] == 5
 
 
+@pytest.mark.slow  # eager PPO iterations: about 45 s, the fast suite's slowest test
 def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     seen = []
 
