@@ -113,8 +113,8 @@ def compile_programs(
     def single_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
         # One entry (on one device, or data-parallel over several): no vmap, so each `lax.cond`
         # (replay warm-up, TD3's delayed actor, a ragged interval) runs one branch instead of
-        # both and a select, and no matmul carries a batch axis of one (data-parallel PPO
-        # CartPole, 1024 envs, 2 CPU devices: 1.71x -> 0.91x rejax's run time); same numbers.
+        # both and a select, and no op carries a batch axis of one (data-parallel PPO CartPole,
+        # 1024 envs, 2 CPU devices: 1.71x -> 0.91x rejax's run time); same numbers.
         first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
         out = checked_interval(first(config), first(state), first(key), index)
         return jax.tree.map(lambda x: x[None], out)
