@@ -23,6 +23,7 @@ overridden to match).
     python benchmarks/speed.py --algo ppo-minatar --one-core   # with the 2-core bound
     python benchmarks/speed.py --algo host           # host-env adapter vs a bare Gymnasium env
     python benchmarks/speed.py --algo mujoco         # SAC and TD3 vs sbx on HalfCheetah-v5
+    python benchmarks/speed.py --algo mujoco --mujoco td3 --repeats 1   # TD3 only
 
 For `--algo dqn` both sides run PureJaxRL's DQN CartPole config (10 envs, an update of 128 every 10
 env steps, buffer 10,000 filled first, hard target copy every 500 env steps, epsilon 1 -> 0.05 over
@@ -46,7 +47,11 @@ envs, through canter's adapter (`gymnasium:` env, one jitted scan, compile exclu
 Gymnasium's own sync vector env stepped from Python; results in speed_host.md. `--algo mujoco` (the
 `mujoco` and `bench` extras): canter's SAC and TD3 against sbx on HalfCheetah-v5 with CleanRL's
 MuJoCo settings on both sides, 1e5 env steps, one seed, then canter's cost of 4 seeds against 1 at
-3e4 steps (benchmarks/mujoco_peer.py says what each side runs); results in speed_mujoco.md.
+3e4 steps (benchmarks/mujoco_peer.py says what each side runs), and a bound: canter's updates
+alone (gymnax Pendulum-v1 in place of the simulator, same networks, 9,000 updates) give the
+highest env steps/s canter could reach on the 1e5-step run with a free simulator and a free
+warm-up; `--mujoco td3` measures one algorithm and keeps the other's rows. Results in
+speed_mujoco.json and speed_mujoco.md.
 
 Writes benchmarks/results/speed.json and speed.md (and scaling.json, scaling.md, scaling.png).
 """
@@ -384,14 +389,18 @@ def measure(
 
 
 def measure_mujoco(impl: str, num_seeds: int, total_timesteps: int, algo: str) -> dict:
-    """One run of canter's or sbx's SAC / TD3 on HalfCheetah-v5 (benchmarks/mujoco_peer.py)."""
+    """One run of canter's or sbx's SAC / TD3 on HalfCheetah-v5 (benchmarks/mujoco_peer.py), or
+    (`canter-updates`) canter's updates alone, on gymnax's Pendulum-v1 with the same networks."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import mujoco_peer
 
     if impl == "sbx":
         out = mujoco_peer.measure_sbx(algo, total_timesteps)
+    elif impl == "canter-updates":
+        out = mujoco_peer.measure_canter_updates(algo, total_timesteps)
     else:
         out = mujoco_peer.measure_canter(algo, total_timesteps, num_seeds)
+    _, preset = mujoco_peer.canter_config(algo, MUJOCO_STEPS, 1)
     return {
         **out,
         "impl": impl,
@@ -399,53 +408,85 @@ def measure_mujoco(impl: str, num_seeds: int, total_timesteps: int, algo: str) -
         "num_seeds": num_seeds,
         "steps_per_s": out["env_steps"] / out["run_s"],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "preset_learning_starts": preset.learning_starts,
     }
 
 
 MUJOCO_STEPS, MUJOCO_SEED_STEPS = 100_000, 30_000  # TD3's 25,000 warm-up steps come first
+MUJOCO_UPDATE_STEPS = 10_000  # canter-updates: 1,000 random steps, then 9,000 updates
 
 
-def mujoco_head_to_head(repeats: int) -> str:
-    """Rounds of canter and sbx (fresh processes, in turn) per algorithm, then canter's 4 seeds
-    against 1; a Markdown table with per-round ratios."""
-    lines = [
-        "| algorithm | measure | canter (CLI runner) | sbx | canter / sbx: median (per round) |",
-        "|---|---|---:|---:|---|",
-    ]
-    for algo in ("sac", "td3"):
-        rounds = []
-        for repeat in range(repeats):
-            rounds.append(
-                {i: spawn(i, 1, 1, 1, MUJOCO_STEPS, f"{algo}-mujoco") for i in ("canter", "sbx")}
-            )
-            print(f"  {algo} round {repeat}: " + ", ".join(
-                f"{i} {r['run_s']:.1f} s ({r['steps_per_s']:,.0f} steps/s, return "
-                f"{r['final_returns'][0]:.0f})" for i, r in rounds[-1].items()
-            ), flush=True)  # fmt: skip
-        for field, label, fmt in (
-            ("steps_per_s", "env steps/s", "{:,.0f}"),
-            ("run_s", "run time (s)", "{:.1f}"),
-            ("compile_s", "compile time (s)", "{:.1f}"),
-            ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
-        ):
-            cells = [statistics.median(r[i][field] for r in rounds) for i in ("canter", "sbx")]
-            ratios = [r["canter"][field] / r["sbx"][field] for r in rounds]
-            per_round = ", ".join(f"{x:.2f}" for x in ratios)
-            ratio = f"{statistics.median(ratios):.2f} ({per_round})" if field != "compile_s" else ""
-            lines.append(f"| {algo} | {label} | {fmt.format(cells[0])} | "
-                         f"{fmt.format(cells[1])} | {ratio} |")  # fmt: skip
-        returns = [mean([r[i]["final_returns"][0] for r in rounds]) for i in ("canter", "sbx")]
-        lines.append(f"| {algo} | final eval return (mean over rounds) | {returns[0]:.0f} | "
-                     f"{returns[1]:.0f} | |")  # fmt: skip
-        seeds = {n: spawn("canter", n, 1, 1, MUJOCO_SEED_STEPS, f"{algo}-mujoco") for n in (1, 4)}
-        cost = seeds[4]["run_s"] / seeds[1]["run_s"]
-        lines.append(
-            f"| {algo} | 4 seeds / 1 seed, run time at {MUJOCO_SEED_STEPS:,} steps | "
-            f"{cost:.2f}x ({seeds[1]['run_s']:.1f} s -> {seeds[4]['run_s']:.1f} s) | | |"
+def update_bound(free: dict, sbx_rates: list[float]) -> tuple[float, list[float]]:
+    """canter's highest possible env steps/s on the MUJOCO_STEPS run, from its update rate
+    alone (`free`, a canter-updates measurement): the preset's warm-up steps and the host
+    simulator taken as free, one update per env step after the warm-up; and its ratio to sbx's
+    env steps/s in each round."""
+    updates = MUJOCO_STEPS - free["preset_learning_starts"]
+    bound = MUJOCO_STEPS / (updates / free["updates_per_s"])
+    return bound, [bound / rate for rate in sbx_rates]
+
+
+def mujoco_rows(algo: str, repeats: int) -> list[str]:
+    """Rounds of canter and sbx (fresh processes, in turn), canter's update-rate bound, then
+    canter's 4 seeds against 1: the Markdown table rows of `algo`, with per-round ratios."""
+    lines, rounds = [], []
+    for repeat in range(repeats):
+        rounds.append(
+            {i: spawn(i, 1, 1, 1, MUJOCO_STEPS, f"{algo}-mujoco") for i in ("canter", "sbx")}
         )
-        print(lines[-1], flush=True)
-        (RESULTS / "speed_mujoco.partial.md").write_text("\n".join(lines) + "\n")
-    return "\n".join(lines)
+        print(f"  {algo} round {repeat}: " + ", ".join(
+            f"{i} {r['run_s']:.1f} s ({r['steps_per_s']:,.0f} steps/s, return "
+            f"{r['final_returns'][0]:.0f})" for i, r in rounds[-1].items()
+        ), flush=True)  # fmt: skip
+    for field, label, fmt in (
+        ("steps_per_s", "env steps/s", "{:,.0f}"),
+        ("run_s", "run time (s)", "{:.1f}"),
+        ("compile_s", "compile time (s)", "{:.1f}"),
+        ("peak_rss_mb", "peak RSS (MiB)", "{:,.0f}"),
+    ):
+        cells = [statistics.median(r[i][field] for r in rounds) for i in ("canter", "sbx")]
+        ratios = [r["canter"][field] / r["sbx"][field] for r in rounds]
+        per_round = ", ".join(f"{x:.2f}" for x in ratios)
+        ratio = f"{statistics.median(ratios):.2f} ({per_round})" if field != "compile_s" else ""
+        lines.append(f"| {algo} | {label} | {fmt.format(cells[0])} | "
+                     f"{fmt.format(cells[1])} | {ratio} |")  # fmt: skip
+    returns = [mean([r[i]["final_returns"][0] for r in rounds]) for i in ("canter", "sbx")]
+    lines.append(f"| {algo} | final eval return (mean over rounds) | {returns[0]:.0f} | "
+                 f"{returns[1]:.0f} | |")  # fmt: skip
+    free = spawn("canter-updates", 1, 1, 1, MUJOCO_UPDATE_STEPS, f"{algo}-mujoco")
+    bound, ratios = update_bound(free, [r["sbx"]["steps_per_s"] for r in rounds])
+    per_round = ", ".join(f"{x:.2f}" for x in ratios)
+    lines.append(
+        f"| {algo} | env steps/s bound: updates alone ({free['updates_per_s']:,.0f}/s on gymnax "
+        f"Pendulum-v1), simulator and warm-up free | {bound:,.0f} | | "
+        f"{statistics.median(ratios):.2f} ({per_round}) |"
+    )
+    print(lines[-1], flush=True)
+    seeds = {n: spawn("canter", n, 1, 1, MUJOCO_SEED_STEPS, f"{algo}-mujoco") for n in (1, 4)}
+    cost = seeds[4]["run_s"] / seeds[1]["run_s"]
+    lines.append(
+        f"| {algo} | 4 seeds / 1 seed, run time at {MUJOCO_SEED_STEPS:,} steps | "
+        f"{cost:.2f}x ({seeds[1]['run_s']:.1f} s -> {seeds[4]['run_s']:.1f} s) | | |"
+    )
+    print(lines[-1], flush=True)
+    return lines
+
+
+MUJOCO_HEADER = [
+    "| algorithm | measure | canter (CLI runner) | sbx | canter / sbx: median (per round) |",
+    "|---|---|---:|---:|---|",
+]
+
+
+def mujoco_table(measured: dict) -> str:
+    """speed_mujoco.md from speed_mujoco.json's entries (one per algorithm, each with its own
+    rows, rounds and machine), so measuring one algorithm keeps the other's rows."""
+    lines = MUJOCO_HEADER + [line for algo in sorted(measured) for line in measured[algo]["rows"]]
+    notes = [
+        f"- {algo}: {entry['repeats']} round(s), {entry['machine']}, {entry['date']}."
+        for algo, entry in sorted(measured.items())
+    ]
+    return "\n".join([*lines, "", *notes])
 
 
 HOST_ENV, HOST_STEPS, HOST_ENVS = "HalfCheetah-v5", 4_000, (1, 8)
@@ -761,6 +802,10 @@ def main() -> None:
         ],
         default="ppo",
     )
+    parser.add_argument(
+        "--mujoco", nargs="+", choices=["sac", "td3"], default=["sac", "td3"],
+        help="with --algo mujoco: the algorithms to measure (the others' rows are kept)",
+    )  # fmt: skip
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -772,10 +817,19 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     if args.algo == "mujoco":
-        print(f"SAC and TD3 against sbx, HalfCheetah-v5, {machine()}", flush=True)
-        table = mujoco_head_to_head(args.repeats)
-        (args.out / "speed_mujoco.md").write_text(f"{table}\n\nMachine: {machine()}.\n")
-        print(table)
+        from common.files import atomic_write
+
+        print(f"{' and '.join(args.mujoco)} against sbx, HalfCheetah-v5, {machine()}", flush=True)
+        path = args.out / "speed_mujoco.json"
+        measured = json.loads(path.read_text()) if path.exists() else {}
+        for algo in args.mujoco:
+            rows = mujoco_rows(algo, args.repeats)
+            date = time.strftime("%Y-%m-%d")
+            measured[algo] = {"rows": rows, "repeats": args.repeats, "machine": machine(),
+                              "date": date}  # fmt: skip
+            atomic_write(path, json.dumps(measured, indent=1) + "\n")
+            atomic_write(args.out / "speed_mujoco.md", mujoco_table(measured) + "\n")
+        print(mujoco_table(measured))
         return
     if args.algo == "host":
         print(f"host-env adapter against bare Gymnasium, {HOST_ENV}, {machine()}", flush=True)

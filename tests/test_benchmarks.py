@@ -76,6 +76,21 @@ def test_speed_worker_reports_a_measurement(repo_root, impl):
     assert len(result["final_returns"]) == 2
 
 
+@pytest.mark.slow  # compiles TD3's 256-unit networks: about 25 s
+def test_speed_worker_measures_canter_updates_alone(repo_root):
+    """The bound's worker: TD3 with the MuJoCo preset's networks on gymnax Pendulum-v1, 1,000
+    random steps then 500 updates, reporting updates per second and the preset's warm-up."""
+    args = ["--worker", "canter-updates", "1", "1", "1", "1500", "td3-mujoco"]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/speed.py", *args],
+        capture_output=True, text=True, cwd=repo_root, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["env_steps"] == 1500 and result["preset_learning_starts"] == 25_000
+    assert result["updates_per_s"] == pytest.approx(500 / result["run_s"])
+
+
 def test_speed_table_with_the_one_core_bound():
     """ppo-dp adds the 1-core column: every row has as many cells as the header, and the bound
     is half the 1-core run time over rejax's, per round."""
@@ -100,6 +115,28 @@ def test_speed_table_with_the_one_core_bound():
     assert "| 1 | run time (s) | 4.00 | 5.00 | 6.00 | 4.00 | 1.00 (1.00, 1.00) |" in lines[2]
     assert "0.75x rejax's run time (per round: 0.75, 0.75)" in speed.two_core_bound(row)
     assert speed.impls_for("ppo") == ("canter", "canter-pure", "rejax")
+
+
+def test_mujoco_update_bound_and_table_keep_each_algorithm():
+    """The bound counts only post-warm-up updates (1e5 steps, 25,000 warm-up, 250 updates/s:
+    300 s, so 333 env steps/s, 3.33x a 100 steps/s sbx); the table keeps an algorithm not
+    measured this time, and every row has the header's cells."""
+    from benchmarks import speed
+
+    free = {"updates_per_s": 250.0, "preset_learning_starts": 25_000}
+    bound, ratios = speed.update_bound(free, [100.0, 200.0])
+    assert bound == pytest.approx(1e5 / 300.0)
+    assert ratios == pytest.approx([bound / 100.0, bound / 200.0])
+    entry = dict(repeats=1, machine="m", date="d")
+    measured = {
+        "td3": dict(entry, rows=["| td3 | env steps/s | 2 | 1 | 2.00 (2.00) |"]),
+        "sac": dict(entry, rows=["| sac | env steps/s | 3 | 1 | 3.00 (3.00) |"]),
+    }
+    lines = speed.mujoco_table(measured).splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert [line.split("|")[1].strip() for line in table[2:]] == ["sac", "td3"]
+    assert len({line.count("|") for line in table}) == 1, table
+    assert "- td3: 1 round(s), m, d." in lines
 
 
 def test_readme_tables_are_the_benchmark_outputs(repo_root):
