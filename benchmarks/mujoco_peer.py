@@ -71,16 +71,12 @@ def measure_canter_updates(algo: str, total_timesteps: int) -> dict:
     }
 
 
-def measure_sbx(algo: str, total_timesteps: int) -> dict:
-    """sbx's `learn` on one Gymnasium env, then `EVAL_EPISODES` deterministic episodes."""
-    import gymnasium
+def make_sbx(algo: str, config, env, seed: int = 0):
+    """sbx's SAC or TD3 on the Gymnasium `env` with `config`'s (canter's preset) settings."""
     import numpy as np
     from sbx import SAC, TD3
-    from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.noise import NormalActionNoise
 
-    _, config = canter_config(algo, total_timesteps, 1)
-    env = gymnasium.make(TASK)
     common = dict(
         buffer_size=config.buffer_size,
         learning_starts=config.learning_starts,
@@ -90,20 +86,30 @@ def measure_sbx(algo: str, total_timesteps: int) -> dict:
         train_freq=1,
         gradient_steps=1,
         policy_kwargs=dict(net_arch=[config.hidden_size] * 2),
-        seed=0,
+        seed=seed,
     )
     if algo == "sac":
-        model = SAC(
+        return SAC(
             "MlpPolicy", env, learning_rate=config.policy_lr, qf_learning_rate=config.q_lr,
             ent_coef=f"auto_{config.alpha}", policy_delay=1, **common,
         )  # fmt: skip
-    else:
-        noise = NormalActionNoise(np.zeros(6), config.exploration_noise * np.ones(6))
-        model = TD3(
-            "MlpPolicy", env, learning_rate=config.learning_rate, action_noise=noise,
-            policy_delay=config.policy_frequency, target_policy_noise=config.policy_noise,
-            target_noise_clip=config.noise_clip, **common,
-        )  # fmt: skip
+    dim = env.action_space.shape[0]
+    noise = NormalActionNoise(np.zeros(dim), config.exploration_noise * np.ones(dim))
+    return TD3(
+        "MlpPolicy", env, learning_rate=config.learning_rate, action_noise=noise,
+        policy_delay=config.policy_frequency, target_policy_noise=config.policy_noise,
+        target_noise_clip=config.noise_clip, **common,
+    )  # fmt: skip
+
+
+def measure_sbx(algo: str, total_timesteps: int) -> dict:
+    """sbx's `learn` on one Gymnasium env, then `EVAL_EPISODES` deterministic episodes."""
+    import gymnasium
+    import numpy as np
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    _, config = canter_config(algo, total_timesteps, 1)
+    model = make_sbx(algo, config, gymnasium.make(TASK))
     tic = time.perf_counter()
     model.learn(total_timesteps=total_timesteps)
     returns, _ = evaluate_policy(

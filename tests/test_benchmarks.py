@@ -139,10 +139,33 @@ def test_mujoco_update_bound_and_table_keep_each_algorithm():
     assert "- td3: 1 round(s), m, d." in lines
 
 
+def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
+    """sbx's seeds of one (algo, env, budget) make one row, beside canter's row of the same
+    budget; a canter result at another budget is not set beside it."""
+    from benchmarks import peer_returns
+
+    out, canter = tmp_path / "peer", tmp_path / "returns"
+    canter.mkdir()
+    for seed, final in ((0, 1000.0), (1, 3000.0)):
+        result = dict(algo="td3", env="Hopper-v5", env_steps=300_000, final_eval_return=final)
+        peer_returns.write_json(out / f"sbx_td3__Hopper-v5__seed{seed}.json", result)
+    peer_returns.write_json(
+        out / "sbx_sac__Hopper-v5__seed0.json",
+        dict(algo="sac", env="Hopper-v5", env_steps=300_000, final_eval_return=2500.0),
+    )
+    mine = dict(env_steps=300_000, mean=350.0, final_eval_returns=[386.8, 314.0])
+    peer_returns.write_json(canter / "td3__Hopper-v5.json", mine)
+    peer_returns.write_json(canter / "sac__Hopper-v5.json", dict(mine, env_steps=100_000))
+    lines = peer_returns.table(out, canter).splitlines()
+    assert lines[2] == "| sac | Hopper-v5 | 300,000 | 2,500 (2,500) | no run at this budget |"
+    assert lines[3] == "| td3 | Hopper-v5 | 300,000 | 2,000 (1,000, 3,000) | 350 (387, 314) |"
+
+
 def test_readme_tables_are_the_benchmark_outputs(repo_root):
     """The README's results and speed tables are copies of what the scripts last wrote."""
     readme = (repo_root / "README.md").read_text()
-    results = ("returns/returns.md", "speed.md", "scaling.md", "conv_cpu.md")
+    results = ("returns/returns.md", "peer_returns/peer_returns.md", "speed.md", "scaling.md")
+    results += ("conv_cpu.md",)
     results += tuple(
         f"speed_{algo}.md"
         for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host", "mujoco")

@@ -1,0 +1,115 @@
+"""sbx's SAC / TD3 (SB3's JAX backend) on a MuJoCo task with canter's preset settings: returns.
+
+The learning check beside `returns.py`: the same task, budget, settings and evaluation
+(`num_eval_envs` deterministic episodes every `eval_every` env steps) run by an implementation
+no one here wrote, one seed per process, so that a weak canter row can be told apart from a
+hard setting. sbx gets what `benchmarks/mujoco_peer.py` gives it (CleanRL's MuJoCo settings:
+networks, batch, buffer, warm-up, learning rates, noise).
+
+    python benchmarks/peer_returns.py --algo td3 --env Hopper-v5 --seed 0 \\
+        --total-timesteps 300000
+    python benchmarks/peer_returns.py --table-only   # rebuild peer_returns.md
+
+Each run writes `results/peer_returns/sbx_<algo>__<env>__seed<k>.json` (the curve and the final
+evaluation); the table sets the seeds' final returns beside canter's row for the same algorithm,
+env and budget in `results/returns/`.
+"""
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common.files import atomic_write, write_json  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+OUT = RESULTS / "peer_returns"
+
+
+def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
+    """Train sbx's `algo` on `env_id` for `total_timesteps`, evaluating as canter's preset does."""
+    import importlib
+
+    import gymnasium
+    from mujoco_peer import make_sbx
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    module = importlib.import_module(f"algorithms.{algo}")
+    config = module.Config(**dict(module.PRESETS[env_id], total_timesteps=total_timesteps))
+    model = make_sbx(algo, config, gymnasium.make(env_id), seed=seed)
+    eval_env = Monitor(gymnasium.make(env_id))  # returns of whole episodes
+    eval_env.reset(seed=10_000 + seed)
+    curve, tic = [], time.perf_counter()
+    for done in range(config.eval_every, total_timesteps + 1, config.eval_every):
+        model.learn(total_timesteps=config.eval_every, reset_num_timesteps=False)
+        returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=config.num_eval_envs, return_episode_rewards=True
+        )
+        curve.append({"env_steps": done, "eval_return": float(np.mean(returns))})
+        print(
+            f"sbx {algo} {env_id} seed {seed}: {done} steps, return {curve[-1]['eval_return']:.1f}"
+        )
+    return {
+        "library": "sbx",
+        "algo": algo,
+        "env": env_id,
+        "seed": seed,
+        "env_steps": total_timesteps,
+        "settings": {k: v for k, v in dataclasses.asdict(config).items() if k != "env"},
+        "final_eval_return": curve[-1]["eval_return"],
+        "curve": curve,
+        "run_s": time.perf_counter() - tic,
+    }
+
+
+def table(out: Path = OUT, canter: Path = RESULTS / "returns") -> str:
+    """Markdown: per (algo, env, budget), sbx's seeds' final returns beside canter's."""
+    groups: dict[tuple, list[float]] = {}
+    for path in sorted(out.glob("sbx_*.json")):
+        result = json.loads(path.read_text())
+        key = (result["algo"], result["env"], result["env_steps"])
+        groups.setdefault(key, []).append(result["final_eval_return"])
+    lines = [
+        "| algorithm | env | env steps | sbx final return (seeds) | canter final return (seeds) |",
+        "|---|---|---:|---|---|",
+    ]
+    for (algo, env, steps), finals in sorted(groups.items()):
+        mine = canter / f"{algo}__{env}.json"
+        cell = "no run at this budget"
+        if mine.exists():
+            row = json.loads(mine.read_text())
+            if row["env_steps"] == steps:
+                values = ", ".join(f"{v:,.0f}" for v in row["final_eval_returns"])
+                cell = f"{row['mean']:,.0f} ({values})"
+        values = ", ".join(f"{v:,.0f}" for v in finals)
+        lines.append(f"| {algo} | {env} | {steps:,} | {np.mean(finals):,.0f} ({values}) | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("sac", "td3"), default="td3")
+    parser.add_argument("--env", default="Hopper-v5", help="a MuJoCo preset name, e.g. Hopper-v5")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--total-timesteps", type=int, default=300_000)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    if not args.table_only:
+        result = run_sbx(args.algo, args.env, args.seed, args.total_timesteps)
+        name = f"sbx_{args.algo}__{args.env}__seed{args.seed}.json"
+        write_json(args.out / name, result)
+    atomic_write(args.out / "peer_returns.md", table(args.out))
+    print(table(args.out))
+
+
+if __name__ == "__main__":
+    main()
