@@ -45,10 +45,12 @@ def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
     module = importlib.import_module(f"algorithms.{algo}")
     config = module.Config(**dict(module.PRESETS[env_id], total_timesteps=total_timesteps))
     if total_timesteps <= 0 or total_timesteps % config.eval_every:
-        raise SystemExit(
+        print(
             f"--total-timesteps {total_timesteps} must be a positive multiple of the preset's "
-            f"eval_every ({config.eval_every}), so every step trained is evaluated and counted."
+            f"eval_every ({config.eval_every}), so every step trained is evaluated and counted.",
+            file=sys.stderr,
         )
+        raise SystemExit(2)
     model = make_sbx(algo, config, gymnasium.make(env_id), seed=seed)
     eval_env = Monitor(gymnasium.make(env_id))  # returns of whole episodes
     eval_env.reset(seed=10_000 + seed)
