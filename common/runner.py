@@ -1,13 +1,13 @@
 """The host runner: one compiled interval over the batch axis, called in a Python loop.
 
-Gives the same numbers as `jax.jit(jax.vmap(train))(keys)`. The batch axis (sweep points x
-seeds, common/batch.py) is sharded over the devices (common/devices.py). Between intervals, on
-the host: progress, metric files, trackers, and checkpoints (common/checkpoint.py) in the run
-directory (common/rundir.py). `resume=True` continues from the directory's last checkpoint,
-with any device count: checkpoints hold the batch without its device padding.
+Gives the same numbers as `jax.jit(jax.vmap(train))(keys)`; the programs it calls (compiled in
+common/programs.py) shard the batch axis (sweep points x seeds, common/batch.py) over the
+devices (common/devices.py). Between intervals, on the host: progress, metric files, trackers,
+and checkpoints (common/checkpoint.py) in the run directory (common/rundir.py). `resume=True`
+continues from the directory's last checkpoint, with any device count: checkpoints hold the
+batch without its device padding.
 """
 
-import contextlib
 import dataclasses
 import importlib.util
 import sys
@@ -24,9 +24,10 @@ import numpy as np
 from common import checkpoint, health, report
 from common.batch import Batch, make_batch
 from common.config import ConfigError
-from common.devices import batch_shardings, env_shardings, gather, pad, place, use_cpu_cores
+from common.devices import gather, pad, place, use_cpu_cores
 from common.interrupts import Preemption, call
 from common.logging import MetricsLog
+from common.programs import Programs, compile_programs
 from common.rundir import RunDir, config_record
 
 
@@ -66,81 +67,6 @@ class Interval:
 
 
 Callback = Callable[[Interval], bool | None]
-
-
-@dataclasses.dataclass
-class Programs:
-    """The two compiled programs of a run (start, interval) and their inputs, on the devices;
-    `state_sharding` lays out the state (its env axis split along "data" when data-parallel)."""
-
-    start: Any
-    interval: Any
-    configs: Any
-    keys: Any
-    state_shape: Any
-    sharded: Any
-    state_sharding: Any
-    padded: int
-    compile_s: float
-
-    @property
-    def layout(self) -> str:
-        rows, data = self.sharded.mesh.shape["batch"], self.sharded.mesh.shape["data"]
-        return f"{rows} device(s)" if data == 1 else f"{rows}x{data} devices (data-parallel)"
-
-
-def compile_programs(
-    make_train: Callable, batch: Batch, data_parallel: bool = False, one_device: bool = False
-) -> Programs:
-    """Compile `start` and one `interval` of `make_train`, vmapped over the batch and sharded.
-
-    Inside the trace `make_train` sees float fields as tracers; it builds nothing static there
-    (environments come from make_env's cache, ranges were checked when the configs were made).
-    Data-parallel (`data_parallel` and fewer entries than devices), each entry's env axis is
-    split over the mesh's "data" axis and the mesh is set while tracing, so that minibatches
-    are split too (common/minibatch.py); XLA averages the gradients across the split. Sharding
-    annotations change where values live, never what they are.
-    """
-    sharded, replicated, padded = batch_shardings(batch.size, data_parallel, one_device)
-    configs, keys = (place(pad(x, padded), sharded) for x in batch.inputs())
-    mesh = sharded.mesh
-    start = jax.vmap(lambda c, k: make_train(c).start(k), spmd_axis_name="batch")
-
-    def checked_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
-        state, metrics = make_train(config).interval(state, key, index)
-        return state, metrics, health.finite(state, metrics)
-
-    def single_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
-        # One entry (on one device, or data-parallel over several): no vmap, so each `lax.cond`
-        # (replay warm-up, TD3's delayed actor, a ragged interval) runs one branch instead of
-        # both and a select, and no op carries a batch axis of one (data-parallel PPO CartPole,
-        # 1024 envs, 2 CPU devices: 1.71x -> 0.91x rejax's run time); same numbers.
-        first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-        out = checked_interval(first(config), first(state), first(key), index)
-        return jax.tree.map(lambda x: x[None], out)
-
-    batched = jax.vmap(checked_interval, in_axes=(0, 0, 0, None), spmd_axis_name="batch")
-
-    tic = time.perf_counter()
-    with jax.set_mesh(mesh) if mesh.shape["data"] > 1 else contextlib.nullcontext():
-        state_shape, key_shape = jax.eval_shape(start, configs, keys)
-        num_envs = getattr(batch.config, "num_envs", 0)
-        state_sharding = env_shardings(state_shape, sharded, num_envs)
-        start_jit = jax.jit(start, out_shardings=(state_sharding, sharded))
-        interval_jit = jax.jit(
-            single_interval if padded == 1 else batched,
-            in_shardings=(sharded, state_sharding, sharded, replicated),
-            out_shardings=(state_sharding, sharded, sharded),
-            donate_argnums=1,
-        )
-        compiled_start = start_jit.lower(configs, keys).compile()
-        index = jax.ShapeDtypeStruct((), jnp.int32)
-        interval = interval_jit.lower(configs, state_shape, key_shape, index).compile()
-    compile_s = time.perf_counter() - tic
-    return Programs(
-        compiled_start, interval, configs, keys, state_shape, sharded, state_sharding, padded,
-        compile_s,
-    )  # fmt: skip
 
 
 def run(

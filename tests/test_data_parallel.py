@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 from algorithms import dqn, ppo, ppo_rnn, pqn, sac, trainer
 from common.batch import make_batch
-from common.runner import compile_programs
+from common.programs import compile_programs
 
 small = dict(num_envs=8, eval_every=2, num_eval_envs=2)
 configs = {
