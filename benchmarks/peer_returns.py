@@ -11,12 +11,16 @@ networks, batch, buffer, warm-up, learning rates, noise).
     python benchmarks/peer_returns.py --table-only   # rebuild peer_returns.md
 
 Each run writes `results/peer_returns/sbx_<algo>__<env>__seed<k>.json` (the curve and the final
-evaluation); the table sets the seeds' final returns beside canter's row for the same algorithm,
-env and budget in `results/returns/`.
+evaluation). The table sets sbx's seeds beside canter's for the same algorithm, env and budget,
+gathered from every `results/returns*/` directory (`returns.py --out`, one per batch of seeds):
+the final evaluation, the mean of the last five (one evaluation of four episodes swings
+widely), and an exact permutation test of the difference in the latter.
 """
 
 import argparse
+import csv
 import dataclasses
+import itertools
 import json
 import sys
 import time
@@ -77,27 +81,69 @@ def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
     }
 
 
-def table(out: Path = OUT, canter: Path = RESULTS / "returns") -> str:
-    """Markdown: per (algo, env, budget), sbx's seeds' final returns beside canter's."""
-    groups: dict[tuple, list[float]] = {}
+def canter_curves(algo: str, env: str, steps: int, results: Path = RESULTS) -> dict[int, list]:
+    """Evaluation curves per seed of every canter run of `algo` from the `env` preset at this
+    budget, gathered over the `returns*/` result directories (`returns.py --out ...`, one per
+    batch of seeds); runs that changed anything besides the budget and the seed are left out."""
+    curves: dict[int, list] = {}
+    for path in sorted(results.glob(f"returns*/{algo}__{env}.json")):
+        row = json.loads(path.read_text())
+        changed = set(row.get("overrides", {})) - {"total_timesteps", "seed"}
+        if row.get("preset") != env or changed or row["env_steps"] != steps:
+            continue
+        for log in sorted((path.parent / "runs" / f"{algo}__{env}").glob("seed_*/metrics.csv")):
+            with log.open() as f:
+                curve = [float(r["eval/episodic_return"]) for r in csv.DictReader(f)]
+            curves[int(log.parent.name.removeprefix("seed_"))] = curve
+    return curves
+
+
+def permutation_p(a: list[float], b: list[float]) -> float:
+    """Two-sided exact permutation test of mean(a) - mean(b): the share of the ways to split
+    the pooled values into groups of len(a) and len(b) whose difference is at least as large."""
+    pooled, n = np.asarray(a + b), len(a)
+    observed = abs(np.mean(a) - np.mean(b))
+    diffs = [
+        abs(pooled[list(split)].mean() - np.delete(pooled, list(split)).mean())
+        for split in itertools.combinations(range(len(pooled)), n)
+    ]
+    return float(np.mean(np.asarray(diffs) >= observed - 1e-9))
+
+
+def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
+    """Markdown: per (algo, env, budget), sbx's seeds beside canter's, final evaluation and the
+    mean of the `last` evaluations (a single evaluation of a few episodes swings widely)."""
+    groups: dict[tuple, dict[int, list]] = {}
     for path in sorted(out.glob("sbx_*.json")):
         result = json.loads(path.read_text())
         key = (result["algo"], result["env"], result["env_steps"])
-        groups.setdefault(key, []).append(result["final_eval_return"])
+        groups.setdefault(key, {})[result["seed"]] = [c["eval_return"] for c in result["curve"]]
     lines = [
-        "| algorithm | env | env steps | sbx final return (seeds) | canter final return (seeds) |",
-        "|---|---|---:|---|---|",
+        f"| algorithm | env | env steps | library | seeds | final return: mean (per seed) | "
+        f"last {last} evaluations: mean (per seed) | canter - sbx, last {last}: permutation p |",
+        "|---|---|---:|---|---|---|---|---|",
     ]
-    for (algo, env, steps), finals in sorted(groups.items()):
-        mine = canter / f"{algo}__{env}.json"
-        cell = "no run at this budget"
-        if mine.exists():
-            row = json.loads(mine.read_text())
-            if row["env_steps"] == steps:
-                values = ", ".join(f"{v:,.0f}" for v in row["final_eval_returns"])
-                cell = f"{row['mean']:,.0f} ({values})"
-        values = ", ".join(f"{v:,.0f}" for v in finals)
-        lines.append(f"| {algo} | {env} | {steps:,} | {np.mean(finals):,.0f} ({values}) | {cell} |")
+    fmt = lambda values: f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"  # noqa: E731
+    for (algo, env, steps), peer in sorted(groups.items()):
+        mine = canter_curves(algo, env, steps, results)
+        for library, curves in (("sbx", peer), ("canter", mine)):
+            if not curves:
+                lines.append(
+                    f"| {algo} | {env} | {steps:,} | {library} | | no run at this budget | | |"
+                )
+                continue
+            finals = [curves[seed][-1] for seed in sorted(curves)]
+            tails = [float(np.mean(curves[seed][-last:])) for seed in sorted(curves)]
+            test = ""
+            if library == "canter" and peer:
+                peer_tails = [float(np.mean(peer[seed][-last:])) for seed in sorted(peer)]
+                gap, p = np.mean(tails) - np.mean(peer_tails), permutation_p(tails, peer_tails)
+                test = f"{gap:+,.0f} (p = {p:.2f})"
+            seeds = ", ".join(str(seed) for seed in sorted(curves))
+            lines.append(
+                f"| {algo} | {env} | {steps:,} | {library} | {seeds} | {fmt(finals)} | "
+                f"{fmt(tails)} | {test} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -140,25 +140,50 @@ def test_mujoco_update_bound_and_table_keep_each_algorithm():
 
 
 def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
-    """sbx's seeds of one (algo, env, budget) make one row, beside canter's row of the same
-    budget; a canter result at another budget is not set beside it."""
+    """sbx's seeds of one (algo, env, budget) sit beside canter's seeds of the same preset and
+    budget, gathered over several `returns*/` directories; a canter run at another budget or
+    with other changed settings is left out, and a group without canter says so."""
     from benchmarks import peer_returns
 
-    out, canter = tmp_path / "peer", tmp_path / "returns"
-    canter.mkdir()
-    for seed, final in ((0, 1000.0), (1, 3000.0)):
-        result = dict(algo="td3", env="Hopper-v5", env_steps=300_000, final_eval_return=final)
+    out, results = tmp_path / "peer", tmp_path / "results"
+    for seed, curve in ((0, [0.0, 1000.0]), (1, [0.0, 3000.0])):
+        result = dict(algo="td3", env="Hopper-v5", env_steps=20_000, seed=seed,
+                      curve=[{"eval_return": r} for r in curve])  # fmt: skip
         peer_returns.write_json(out / f"sbx_td3__Hopper-v5__seed{seed}.json", result)
     peer_returns.write_json(
         out / "sbx_sac__Hopper-v5__seed0.json",
-        dict(algo="sac", env="Hopper-v5", env_steps=300_000, final_eval_return=2500.0),
+        dict(algo="sac", env="Hopper-v5", env_steps=20_000, seed=0, curve=[{"eval_return": 9.0}]),
     )
-    mine = dict(env_steps=300_000, mean=350.0, final_eval_returns=[386.8, 314.0])
-    peer_returns.write_json(canter / "td3__Hopper-v5.json", mine)
-    peer_returns.write_json(canter / "sac__Hopper-v5.json", dict(mine, env_steps=100_000))
-    lines = peer_returns.table(out, canter).splitlines()
-    assert lines[2] == "| sac | Hopper-v5 | 300,000 | 2,500 (2,500) | no run at this budget |"
-    assert lines[3] == "| td3 | Hopper-v5 | 300,000 | 2,000 (1,000, 3,000) | 350 (387, 314) |"
+
+    def canter_run(folder: str, algo: str, steps: int, overrides: dict, curves: dict) -> None:
+        row = dict(env_steps=steps, preset="Hopper-v5", overrides=overrides)
+        peer_returns.write_json(results / folder / f"{algo}__Hopper-v5.json", row)
+        for seed, curve in curves.items():
+            log = results / folder / "runs" / f"{algo}__Hopper-v5" / f"seed_{seed}" / "metrics.csv"
+            log.parent.mkdir(parents=True)
+            rows = [f"{i + 1},{r}" for i, r in enumerate(curve)]
+            log.write_text("\n".join(["interval,eval/episodic_return", *rows]) + "\n")
+
+    canter_run("returns", "td3", 20_000, {"total_timesteps": 20_000}, {0: [5.0, 300.0]})
+    canter_run("returns_more", "td3", 20_000, {"seed": 1}, {1: [5.0, 400.0], 2: [7.0, 500.0]})
+    canter_run("returns_other", "td3", 20_000, {"tau": 0.01}, {5: [1e4, 1e4]})
+    canter_run("returns_short", "sac", 10_000, {}, {0: [1.0]})
+    lines = peer_returns.table(out, results, last=2).splitlines()
+    assert lines[2:] == [
+        "| sac | Hopper-v5 | 20,000 | sbx | 0 | 9 (9) | 9 (9) |  |",
+        "| sac | Hopper-v5 | 20,000 | canter | | no run at this budget | | |",
+        "| td3 | Hopper-v5 | 20,000 | sbx | 0, 1 | 2,000 (1,000, 3,000) | 1,000 (500, 1,500) |  |",
+        "| td3 | Hopper-v5 | 20,000 | canter | 0, 1, 2 | 400 (300, 400, 500) "
+        "| 203 (152, 202, 254) | -797 (p = 0.10) |",
+    ]
+
+
+def test_permutation_p_is_exact():
+    """Two groups apart: only the observed split (1 of 15) is as extreme; equal groups: 1."""
+    from benchmarks.peer_returns import permutation_p
+
+    assert permutation_p([10.0, 11.0], [0.0, 1.0, 2.0, 3.0]) == 1 / 15
+    assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0
 
 
 def test_readme_tables_are_the_benchmark_outputs(repo_root):
