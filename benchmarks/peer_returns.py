@@ -81,12 +81,14 @@ def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
     }
 
 
-def canter_curves(algo: str, env: str, steps: int, results: Path = RESULTS) -> dict[int, list]:
+def canter_curves(
+    algo: str, env: str, steps: int, results: Path = RESULTS, folders: str = "returns*"
+) -> dict[int, list]:
     """Evaluation curves per seed of every canter run of `algo` from the `env` preset at this
-    budget, gathered over the `returns*/` result directories (`returns.py --out ...`, one per
+    budget, gathered over the `folders` result directories (`returns.py --out ...`, one per
     batch of seeds); runs that changed anything besides the budget and the seed are left out."""
     curves: dict[int, list] = {}
-    for path in sorted(results.glob(f"returns*/{algo}__{env}.json")):
+    for path in sorted(results.glob(f"{folders}/{algo}__{env}.json")):
         row = json.loads(path.read_text())
         changed = set(row.get("overrides", {})) - {"total_timesteps", "seed"}
         if row.get("preset") != env or changed or row["env_steps"] != steps:

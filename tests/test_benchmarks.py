@@ -190,6 +190,7 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
     """The README's results and speed tables are copies of what the scripts last wrote."""
     readme = (repo_root / "README.md").read_text()
     results = ("returns/returns.md", "peer_returns/peer_returns.md", "speed.md", "scaling.md")
+    results += ("td3_variants/td3_variants.md",)
     results += ("conv_cpu.md",)
     results += tuple(
         f"speed_{algo}.md"
@@ -200,3 +201,28 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
             line for line in (repo_root / path).read_text().splitlines() if line.startswith("|")
         ]
         assert table and "\n".join(table) in readme, f"README.md is out of step with {path}"
+
+
+def test_td3_variants_change_only_what_they_name():
+    """Each variant applies to td3.py as it stands; sbxrule's targets follow at the first critic
+    update (td3.py's wait for the delayed actor), flaxinit starts from zero biases."""
+    import sys
+
+    import jax
+
+    from algorithms import td3
+    from benchmarks import td3_variants
+
+    sbx = sys.modules[f"algorithms.{td3_variants.load_variant('sbxrule')}"]
+    flax = sys.modules[f"algorithms.{td3_variants.load_variant('flaxinit')}"]
+    assert all((layer.bias == 0).all() for layer in flax.MLP(3, 2, 16, jax.random.key(0)).layers)
+    assert not all((layer.bias == 0).all() for layer in td3.MLP(3, 2, 16, jax.random.key(0)).layers)
+    for module, moved in ((td3, False), (sbx, True)):
+        # One iteration, one update (count 1 of policy_frequency 2: no actor update).
+        train = module.make_train(module.Config(hidden_size=8, batch_size=4, learning_starts=1))
+        state = train.init(jax.random.key(0))
+        after, _ = train.step(state, jax.numpy.int32(0))
+        first = lambda critic: critic.nets.layers[0].weight  # noqa: E731
+        assert bool((first(after.agent.critic) != first(state.agent.critic)).any())
+        target_moved = bool((first(after.agent.target_critic) != first(state.agent.critic)).any())
+        assert target_moved is moved, module.__name__

@@ -1,0 +1,153 @@
+"""td3.py with one of sbx's choices swapped in, on a MuJoCo preset: does it explain a gap?
+
+sbx's TD3 differs from the TD3 paper and CleanRL (which td3.py follows) in two places besides
+its Flax networks: its target networks follow at every critic update, not with the delayed
+actor, and its actor maximises the smaller of the two critics, not the first. Flax also starts
+from another initialisation (LeCun-normal weights, zero biases; PyTorch's and Equinox's draw
+both uniformly in +-1/sqrt(fan_in)). Each variant here is td3.py's own text with named
+replacements (each must match once, so a changed td3.py fails loudly), loaded as a module and
+trained by `returns.py`'s `run_one`; the seeds equal td3.py's seeds, so warm-up data (and for
+`sbxrule` the initial networks) are the same, and the table pairs each variant's seeds with
+td3.py's runs of the same preset and budget in `results/returns*/`.
+
+    python benchmarks/td3_variants.py --variant sbxrule --seed 2    # seeds 2 and 3
+    python benchmarks/td3_variants.py --table-only
+"""
+
+import argparse
+import importlib.util
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common.files import atomic_write  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+OUT = RESULTS / "td3_variants"
+
+_ = " " * 4  # one indent level of td3.py
+VARIANTS = {
+    # sbx (sbx/td3/td3.py): soft-update both targets after every critic step, actor on min(Q).
+    "sbxrule": [
+        ("policy(actor, obs))[:, 0])  # first critic only", "policy(actor, obs)).min(axis=-1))"),
+        (
+            f"{_ * 3}target_actor=polyak_update(actor, agent.target_actor, config.tau),\n"
+            f"{_ * 3}target_critic=polyak_update(agent.critic, agent.target_critic, config.tau),\n",
+            "",
+        ),
+        (
+            f"{_ * 2}agent = dataclasses.replace(agent, critic=critic, critic_opt_state=",
+            f"{_ * 2}agent = dataclasses.replace(agent, "
+            "target_actor=polyak_update(agent.actor, agent.target_actor, config.tau), "
+            "target_critic=polyak_update(critic, agent.target_critic, config.tau), "
+            "critic=critic, critic_opt_state=",
+        ),
+    ],
+    # Flax's Dense default: LeCun-normal (truncated) weights, zero biases, for actor and critics.
+    "flaxinit": [
+        (
+            f'\n{_}def __call__(self, x: Float[Array, " in_size"])',
+            f"{_ * 2}init = jax.nn.initializers.lecun_normal(in_axis=-1, out_axis=-2)\n"
+            f"{_ * 2}self.layers = tuple(eqx.tree_at(lambda l: (l.weight, l.bias), layer, "
+            "(init(k, layer.weight.shape), jnp.zeros_like(layer.bias))) "
+            "for layer, k in zip(self.layers, jax.random.split(keys[0], 3), strict=True))\n"
+            f'\n{_}def __call__(self, x: Float[Array, " in_size"])',
+        ),
+    ],
+}
+
+
+def variant_source(name: str) -> str:
+    """td3.py's text with `name`'s replacements; each must match td3.py exactly once."""
+    text = (ROOT / "algorithms" / "td3.py").read_text()
+    for old, new in VARIANTS[name]:
+        if text.count(old) != 1:
+            raise SystemExit(
+                f"variant {name}: td3.py no longer holds this text exactly once (it has "
+                f"changed; update VARIANTS):\n{old}"
+            )
+        text = text.replace(old, new)
+    return text
+
+
+def load_variant(name: str) -> str:
+    """Load the variant as module `algorithms.td3_<name>` (for `run_one`); return its algo name."""
+    algo = f"td3_{name}"
+    spec = importlib.util.spec_from_loader(f"algorithms.{algo}", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    exec(compile(variant_source(name), f"<td3.py, variant {name}>", "exec"), module.__dict__)
+    return algo
+
+
+def paired_p(differences: list[float]) -> float:
+    """Two-sided exact sign-flip test of mean(differences) = 0 (paired by seed)."""
+    observed = abs(np.mean(differences))
+    flips = itertools.product((1.0, -1.0), repeat=len(differences))
+    means = [abs(np.mean(np.multiply(signs, differences))) for signs in flips]
+    return float(np.mean(np.asarray(means) >= observed - 1e-9))
+
+
+def _rows(out: Path, algo: str) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(out.glob(f"*/{algo}__*.json"))]
+
+
+def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
+    """Markdown: per variant, env and budget, its seeds' last-`last` means beside td3.py's."""
+    from peer_returns import canter_curves
+
+    lines = [
+        f"| variant | env | env steps | seeds | final return: mean (per seed) | last {last} "
+        f"evaluations: mean (per seed) | td3.py, same seeds: last {last} | variant - td3.py: "
+        "mean (sign-flip p) |",
+        "|---|---|---:|---|---|---|---|---|",
+    ]
+    fmt = lambda values: f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"  # noqa: E731
+    for name in VARIANTS:
+        runs = {(r["env"], r["env_steps"]) for r in _rows(out, f"td3_{name}")}
+        for env, steps in sorted(runs):
+            curves = canter_curves(f"td3_{name}", env, steps, out, folders="*")
+            base = canter_curves("td3", env, steps, results)
+            seeds = sorted(curves)
+            tails = [float(np.mean(curves[s][-last:])) for s in seeds]
+            paired = [s for s in seeds if s in base]
+            diffs = [float(np.mean(curves[s][-last:]) - np.mean(base[s][-last:])) for s in paired]
+            base_cell = fmt([float(np.mean(base[s][-last:])) for s in paired]) if paired else ""
+            test = f"{np.mean(diffs):+,.0f} (p = {paired_p(diffs):.2f})" if paired else ""
+            lines.append(
+                f"| {name} | {env} | {steps:,} | {', '.join(map(str, seeds))} | "
+                f"{fmt([curves[s][-1] for s in seeds])} | {fmt(tails)} | {base_cell} | {test} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default="sbxrule")
+    parser.add_argument("--env", default="Hopper-v5", help="a MuJoCo preset name")
+    parser.add_argument("--seed", type=int, default=0, help="the first of --num-seeds seeds")
+    parser.add_argument("--num-seeds", type=int, default=2)
+    parser.add_argument("--total-timesteps", type=int, default=300_000)
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    if not args.table_only:
+        from returns import run_one
+
+        algo = load_variant(args.variant)
+        # One directory per (variant, first seed), as returns.py's --out for a batch of seeds.
+        out = OUT / f"{args.variant}_seed{args.seed}"
+        overrides = {"total_timesteps": args.total_timesteps, "seed": args.seed}
+        run_one(algo, args.env, args.num_seeds, overrides, out, preset=True)
+    atomic_write(OUT / "td3_variants.md", table())
+    print(table())
+
+
+if __name__ == "__main__":
+    main()
