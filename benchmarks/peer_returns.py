@@ -112,6 +112,11 @@ def permutation_p(a: list[float], b: list[float]) -> float:
     return float(np.mean(np.asarray(diffs) >= observed - 1e-9))
 
 
+def spread(values: list[float]) -> str:
+    """`mean (value, value, ...)`, rounded for a table cell."""
+    return f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"
+
+
 def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
     """Markdown: per (algo, env, budget), sbx's seeds beside canter's, final evaluation and the
     mean of the `last` evaluations (a single evaluation of a few episodes swings widely)."""
@@ -125,7 +130,6 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
         f"last {last} evaluations: mean (per seed) | canter - sbx, last {last}: permutation p |",
         "|---|---|---:|---|---|---|---|---|",
     ]
-    fmt = lambda values: f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"  # noqa: E731
     for (algo, env, steps), peer in sorted(groups.items()):
         mine = canter_curves(algo, env, steps, results)
         for library, curves in (("sbx", peer), ("canter", mine)):
@@ -143,8 +147,8 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
                 test = f"{gap:+,.0f} (p = {p:.2f})"
             seeds = ", ".join(str(seed) for seed in sorted(curves))
             lines.append(
-                f"| {algo} | {env} | {steps:,} | {library} | {seeds} | {fmt(finals)} | "
-                f"{fmt(tails)} | {test} |"
+                f"| {algo} | {env} | {steps:,} | {library} | {seeds} | {spread(finals)} | "
+                f"{spread(tails)} | {test} |"
             )
     return "\n".join(lines) + "\n"
 

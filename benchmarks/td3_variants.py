@@ -32,19 +32,20 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = RESULTS / "td3_variants"
 
-_ = " " * 4  # one indent level of td3.py
+TAB = " " * 4  # one indent level of td3.py
 VARIANTS = {
     # sbx (sbx/td3/td3.py): soft-update both targets after every critic step, actor on min(Q).
     "sbxrule": [
         ("policy(actor, obs))[:, 0])  # first critic only", "policy(actor, obs)).min(axis=-1))"),
         (
-            f"{_ * 3}target_actor=polyak_update(actor, agent.target_actor, config.tau),\n"
-            f"{_ * 3}target_critic=polyak_update(agent.critic, agent.target_critic, config.tau),\n",
+            f"{TAB * 3}target_actor=polyak_update(actor, agent.target_actor, config.tau),\n"
+            f"{TAB * 3}target_critic=polyak_update(agent.critic, agent.target_critic, "
+            "config.tau),\n",
             "",
         ),
         (
-            f"{_ * 2}agent = dataclasses.replace(agent, critic=critic, critic_opt_state=",
-            f"{_ * 2}agent = dataclasses.replace(agent, "
+            f"{TAB * 2}agent = dataclasses.replace(agent, critic=critic, critic_opt_state=",
+            f"{TAB * 2}agent = dataclasses.replace(agent, "
             "target_actor=polyak_update(agent.actor, agent.target_actor, config.tau), "
             "target_critic=polyak_update(critic, agent.target_critic, config.tau), "
             "critic=critic, critic_opt_state=",
@@ -53,12 +54,12 @@ VARIANTS = {
     # Flax's Dense default: LeCun-normal (truncated) weights, zero biases, for actor and critics.
     "flaxinit": [
         (
-            f'\n{_}def __call__(self, x: Float[Array, " in_size"])',
-            f"{_ * 2}init = jax.nn.initializers.lecun_normal(in_axis=-1, out_axis=-2)\n"
-            f"{_ * 2}self.layers = tuple(eqx.tree_at(lambda l: (l.weight, l.bias), layer, "
+            f'\n{TAB}def __call__(self, x: Float[Array, " in_size"])',
+            f"{TAB * 2}init = jax.nn.initializers.lecun_normal(in_axis=-1, out_axis=-2)\n"
+            f"{TAB * 2}self.layers = tuple(eqx.tree_at(lambda l: (l.weight, l.bias), layer, "
             "(init(k, layer.weight.shape), jnp.zeros_like(layer.bias))) "
             "for layer, k in zip(self.layers, jax.random.split(keys[0], 3), strict=True))\n"
-            f'\n{_}def __call__(self, x: Float[Array, " in_size"])',
+            f'\n{TAB}def __call__(self, x: Float[Array, " in_size"])',
         ),
     ],
 }
@@ -101,7 +102,7 @@ def _rows(out: Path, algo: str) -> list[dict]:
 
 def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
     """Markdown: per variant, env and budget, its seeds' last-`last` means beside td3.py's."""
-    from peer_returns import canter_curves
+    from peer_returns import canter_curves, spread
 
     lines = [
         f"| variant | env | env steps | seeds | final return: mean (per seed) | last {last} "
@@ -109,7 +110,6 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
         "mean (sign-flip p) |",
         "|---|---|---:|---|---|---|---|---|",
     ]
-    fmt = lambda values: f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"  # noqa: E731
     for name in VARIANTS:
         runs = {(r["env"], r["env_steps"]) for r in _rows(out, f"td3_{name}")}
         for env, steps in sorted(runs):
@@ -119,11 +119,12 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
             tails = [float(np.mean(curves[s][-last:])) for s in seeds]
             paired = [s for s in seeds if s in base]
             diffs = [float(np.mean(curves[s][-last:]) - np.mean(base[s][-last:])) for s in paired]
-            base_cell = fmt([float(np.mean(base[s][-last:])) for s in paired]) if paired else ""
+            base_cell = spread([float(np.mean(base[s][-last:])) for s in paired]) if paired else ""
             test = f"{np.mean(diffs):+,.0f} (p = {paired_p(diffs):.2f})" if paired else ""
+            finals = spread([curves[s][-1] for s in seeds])
             lines.append(
-                f"| {name} | {env} | {steps:,} | {', '.join(map(str, seeds))} | "
-                f"{fmt([curves[s][-1] for s in seeds])} | {fmt(tails)} | {base_cell} | {test} |"
+                f"| {name} | {env} | {steps:,} | {', '.join(map(str, seeds))} | {finals} | "
+                f"{spread(tails)} | {base_cell} | {test} |"
             )
     return "\n".join(lines) + "\n"
 
