@@ -112,6 +112,11 @@ def permutation_p(a: list[float], b: list[float]) -> float:
     return float(np.mean(np.asarray(diffs) >= observed - 1e-9))
 
 
+def tail_means(curves: dict[int, list], seeds: list[int], last: int) -> list[float]:
+    """Per seed, the mean of the `last` evaluations of its curve."""
+    return [float(np.mean(curves[seed][-last:])) for seed in seeds]
+
+
 def spread(values: list[float]) -> str:
     """`mean (value, value, ...)`, rounded for a table cell."""
     return f"{np.mean(values):,.0f} ({', '.join(f'{v:,.0f}' for v in values)})"
@@ -139,10 +144,10 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
                 )
                 continue
             finals = [curves[seed][-1] for seed in sorted(curves)]
-            tails = [float(np.mean(curves[seed][-last:])) for seed in sorted(curves)]
+            tails = tail_means(curves, sorted(curves), last)
             test = ""
             if library == "canter" and peer:
-                peer_tails = [float(np.mean(peer[seed][-last:])) for seed in sorted(peer)]
+                peer_tails = tail_means(peer, sorted(peer), last)
                 gap, p = np.mean(tails) - np.mean(peer_tails), permutation_p(tails, peer_tails)
                 test = f"{gap:+,.0f} (p = {p:.2f})"
             seeds = ", ".join(str(seed) for seed in sorted(curves))

@@ -102,7 +102,7 @@ def _rows(out: Path, algo: str) -> list[dict]:
 
 def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
     """Markdown: per variant, env and budget, its seeds' last-`last` means beside td3.py's."""
-    from peer_returns import canter_curves, spread
+    from peer_returns import canter_curves, spread, tail_means
 
     lines = [
         f"| variant | env | env steps | seeds | final return: mean (per seed) | last {last} "
@@ -116,10 +116,11 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
             curves = canter_curves(f"td3_{name}", env, steps, out, folders="*")
             base = canter_curves("td3", env, steps, results)
             seeds = sorted(curves)
-            tails = [float(np.mean(curves[s][-last:])) for s in seeds]
+            tails = tail_means(curves, seeds, last)
             paired = [s for s in seeds if s in base]
-            diffs = [float(np.mean(curves[s][-last:]) - np.mean(base[s][-last:])) for s in paired]
-            base_cell = spread([float(np.mean(base[s][-last:])) for s in paired]) if paired else ""
+            base_tails = tail_means(base, paired, last)
+            diffs = list(np.subtract(tail_means(curves, paired, last), base_tails))
+            base_cell = spread(base_tails) if paired else ""
             test = f"{np.mean(diffs):+,.0f} (p = {paired_p(diffs):.2f})" if paired else ""
             finals = spread([curves[s][-1] for s in seeds])
             lines.append(
