@@ -1,0 +1,17 @@
+"""canter's algorithm files, one algorithm each, and the trainer they share.
+
+`HOUSE` names the files this repository maintains, with the kind of actions each handles: the
+copy checks (tests/test_copies.py) and the CLI's "use ... instead" hint read it. A fork
+(`cp algorithms/ppo.py algorithms/my_ppo.py`) is not in it, so it is free to differ.
+"""
+
+HOUSE = {
+    "ppo": "discrete",
+    "ppo_rnn": "discrete",
+    "ppo_atari": "discrete",
+    "dqn": "discrete",
+    "pqn": "discrete",
+    "ppo_continuous": "continuous",
+    "sac": "continuous",
+    "td3": "continuous",
+}

@@ -21,15 +21,22 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from canter.algorithms import trainer
+from canter.common.blocks.buffer import ReplayBuffer
+from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.config import (
+    ConfigError,
+    NonNegative,
+    PositiveFraction,
+    UnitInterval,
+    check_budget,
+    check_positive,
+    check_replay,
+    pytree_config,
+)
+from canter.common.envs import MINATAR_GAMES, make_env
+from canter.common.envs.wrappers import episode_metrics
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
-
-from algorithms import trainer
-from common.buffer import ReplayBuffer
-from common.config import ConfigError, check_budget, check_positive, check_replay, pytree_config
-from common.envs import MINATAR_GAMES, make_env
-from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
-from common.ranges import NonNegative, PositiveFraction, UnitInterval
-from common.wrappers import episode_metrics
 
 ACTION_SPACE = "discrete"
 

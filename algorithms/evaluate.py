@@ -19,14 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tyro
+from canter.common.config import ConfigError
+from canter.common.envs import base_state, is_host_env
+from canter.common.run import checkpoint
+from canter.common.run.batch import Batch, make_batch
+from canter.common.run.files import atomic_write
+from canter.common.run.rundir import RunDir
 from PIL import Image
-
-from common import checkpoint
-from common.batch import Batch, make_batch
-from common.config import ConfigError
-from common.files import atomic_write
-from common.rundir import RunDir
-from common.wrappers import base_state
 
 # Frames of classic-control environments are drawn with pygame, which needs no screen this way.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -37,7 +36,7 @@ def load_run(run_dir: Path, episodes: int) -> tuple[Any, Batch, Any, Any, dict]:
     """The algorithm module, the batch, batched configs and state of a run's last checkpoint."""
     out = RunDir(run_dir)
     algo, config, sweep = out.load_config()
-    module = importlib.import_module(f"algorithms.{algo}")
+    module = importlib.import_module(f"canter.algorithms.{algo}")
     batch = make_batch(dataclasses.replace(config, num_eval_envs=episodes), sweep)
     configs, keys = batch.inputs()
     start = jax.vmap(lambda c, k: module.make_train(c).start(k)[0])
@@ -51,8 +50,8 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
-    if hasattr(env.unwrapped, "pool"):  # a host (Gymnasium) env draws its own frames
-        from common.host import render_episode
+    if is_host_env(env):  # a host (Gymnasium) env draws its own frames
+        from canter.common.envs.host import render_episode
 
         carry = train.start_carry(1)
 

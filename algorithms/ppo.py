@@ -25,16 +25,23 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from canter.algorithms import trainer
+from canter.common.blocks.initializers import orthogonal
+from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.config import (
+    NonNegative,
+    Positive,
+    PositiveOrInf,
+    UnitInterval,
+    check_budget,
+    check_divides,
+    check_positive,
+    pytree_config,
+)
+from canter.common.envs import MINATAR_GAMES, make_env
+from canter.common.envs.wrappers import episode_metrics
+from canter.common.minibatch import shuffled_minibatches, update_epochs
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-
-from algorithms import trainer
-from common.config import check_budget, check_divides, check_positive, pytree_config
-from common.envs import MINATAR_GAMES, make_env
-from common.initializers import orthogonal
-from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
-from common.minibatch import shuffled_minibatches, update_epochs
-from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
-from common.wrappers import episode_metrics
 
 ACTION_SPACE = "discrete"
 
@@ -107,7 +114,9 @@ def orthogonal_linear(
     in_size: int, out_size: int, scale: float, key: PRNGKeyArray
 ) -> eqx.nn.Linear:
     """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
-    weight = orthogonal(key, (out_size, in_size), scale)  # LAPACK-free: see common/initializers.py
+    weight = orthogonal(
+        key, (out_size, in_size), scale
+    )  # LAPACK-free: see common/blocks/initializers.py
     layer = eqx.nn.Linear(in_size, out_size, key=key)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
 

@@ -4,7 +4,7 @@ PPO (Schulman et al. 2017, arXiv:1707.06347) with the configuration and implemen
 of CleanRL's `ppo_atari.py`: the Nature DQN torso (Mnih et al. 2015; pixels / 255), orthogonal
 init, 8 envs x 128 steps, clip 0.1, Adam eps 1e-5 with the learning rate annealed, 4 epochs x 4
 minibatches. The environment is Gymnasium's Atari (`gymnasium:ALE/<Game>-v5`, stepped on the
-host) with the standard preprocessing (common/host.py): no-op starts, frame skip 4 with
+host) with the standard preprocessing (common/envs/host.py): no-op starts, frame skip 4 with
 max-pooling, 84x84 greyscale, 4 frames stacked; training only (`--episodic-life`,
 `--clip-rewards`), a lost life ends the learner's episode and rewards are clipped to their sign.
 Deviates from CleanRL: ALE v5's sticky actions (0.25) stay on where CleanRL's NoFrameskip-v4
@@ -23,16 +23,24 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from canter.algorithms import trainer
+from canter.common.blocks.initializers import orthogonal
+from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.config import (
+    ConfigError,
+    NonNegative,
+    Positive,
+    PositiveOrInf,
+    UnitInterval,
+    check_budget,
+    check_divides,
+    check_positive,
+    pytree_config,
+)
+from canter.common.envs import make_env
+from canter.common.envs.wrappers import episode_metrics
+from canter.common.minibatch import shuffled_minibatches, update_epochs
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-
-from algorithms import trainer
-from common.config import ConfigError, check_budget, check_divides, check_positive, pytree_config
-from common.envs import make_env
-from common.initializers import orthogonal
-from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
-from common.minibatch import shuffled_minibatches, update_epochs
-from common.ranges import NonNegative, Positive, PositiveOrInf, UnitInterval
-from common.wrappers import episode_metrics
 
 ACTION_SPACE = "discrete"
 FRAME_SHAPE = (84, 84, 4)  # height, width, stacked frames: what the Nature CNN is sized for
@@ -106,7 +114,9 @@ def orthogonal_linear(
     in_size: int, out_size: int, scale: float, key: PRNGKeyArray
 ) -> eqx.nn.Linear:
     """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
-    weight = orthogonal(key, (out_size, in_size), scale)  # LAPACK-free: see common/initializers.py
+    weight = orthogonal(
+        key, (out_size, in_size), scale
+    )  # LAPACK-free: see common/blocks/initializers.py
     layer = eqx.nn.Linear(in_size, out_size, key=key)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
 

@@ -23,15 +23,23 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from canter.algorithms import trainer
+from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.config import (
+    NonNegative,
+    Positive,
+    PositiveFraction,
+    PositiveOrInf,
+    UnitInterval,
+    check_budget,
+    check_divides,
+    check_positive,
+    pytree_config,
+)
+from canter.common.envs import MINATAR_GAMES, make_env
+from canter.common.envs.wrappers import episode_metrics
+from canter.common.minibatch import shuffled_minibatches, update_epochs
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-
-from algorithms import trainer
-from common.config import check_budget, check_divides, check_positive, pytree_config
-from common.envs import MINATAR_GAMES, make_env
-from common.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
-from common.minibatch import shuffled_minibatches, update_epochs
-from common.ranges import NonNegative, Positive, PositiveFraction, PositiveOrInf, UnitInterval
-from common.wrappers import episode_metrics
 
 ACTION_SPACE = "discrete"
 

@@ -21,14 +21,21 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from canter.algorithms import trainer
+from canter.common.blocks.buffer import ReplayBuffer
+from canter.common.config import (
+    NonNegative,
+    Positive,
+    PositiveFraction,
+    UnitInterval,
+    check_budget,
+    check_positive,
+    check_replay,
+    pytree_config,
+)
+from canter.common.envs import MUJOCO_TASKS, make_env
+from canter.common.envs.wrappers import episode_metrics
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
-
-from algorithms import trainer
-from common.buffer import ReplayBuffer
-from common.config import check_budget, check_positive, check_replay, pytree_config
-from common.envs import MUJOCO_TASKS, make_env
-from common.ranges import NonNegative, Positive, PositiveFraction, UnitInterval
-from common.wrappers import episode_metrics
 
 ACTION_SPACE = "continuous"
 

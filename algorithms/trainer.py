@@ -7,7 +7,7 @@ builds evaluation from `act`. Nothing here can change a learning curve for a fix
 (ARCHITECTURE.md, "the numbers test"), except `when`, the one rule for skipped work.
 
 The host runner (`run`: seeds, sweeps, devices, run directory, checkpoints, progress) lives in
-common/runner.py and the command line in common/cli.py; both are re-exported here.
+common/run/runner.py and the command line in common/run/cli.py; both are re-exported here.
 """
 
 import dataclasses
@@ -17,11 +17,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from canter.common.run.batch import seed_keys
+from canter.common.run.evaluation import run_episodes
+from canter.common.run.runner import Interval, RunResult, run
 from jaxtyping import Array, Int, PRNGKeyArray
-
-from common.batch import seed_keys
-from common.evaluation import run_episodes
-from common.runner import Interval, RunResult, run
 
 __all__ = ["Train", "when", "cli", "run", "RunResult", "Interval", "seed_keys"]
 
@@ -127,8 +126,19 @@ def cli(config_cls: type, make_train: Callable[[Any], Train], presets: dict | No
     """The entry point of an algorithm file: every Config field a flag, then `run`.
 
     `presets` name sets of field values (`--preset NAME`; other flags override them).
-    Bad input exits with code 2 and a message, before anything compiles (common/cli.py).
+    Bad input exits with code 2 and a message, before anything compiles (common/run/cli.py).
     """
-    from common.cli import main
+    from canter.common.run.cli import main
 
-    return main(config_cls, make_train, presets or {})
+    return main(config_cls, make_train, presets or {}, explain=_explain)
+
+
+def _explain(error: Exception) -> str:
+    """A bad-input message, with the house's files for the env's kind of actions added."""
+    from canter.algorithms import HOUSE
+    from canter.common.envs import ActionSpaceError
+
+    if not isinstance(error, ActionSpaceError):
+        return str(error)
+    files = [f"algorithms/{name}.py" for name, kind in HOUSE.items() if kind == error.kind]
+    return f"{error} For {error.kind} actions use {' or '.join(files)} instead."

@@ -1,4 +1,4 @@
-"""Convolutions inside a loop on XLA:CPU: `eqx.nn.Conv2d` against `common.layers.Conv2d`.
+"""Convolutions inside a loop on XLA:CPU: `eqx.nn.Conv2d` against canter's `Conv2d`.
 
 Times one SGD step (gradient and update) of two torsos inside a `lax.scan`, where every canter
 training step runs, with Equinox's stock convolution and with canter's patch-matmul one (same
@@ -21,8 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from common.layers import Conv2d
+from canter.common.blocks.layers import Conv2d
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TORSOS = {  # name: (frame shape HxWxC, minibatch, ((out, kernel, stride), ...), dense units)

@@ -30,7 +30,7 @@ EVAL_EPISODES = 4
 def canter_config(algo: str, total_timesteps: int, num_seeds: int):
     import importlib
 
-    module = importlib.import_module(f"algorithms.{algo}")
+    module = importlib.import_module(f"canter.algorithms.{algo}")
     preset = dict(module.PRESETS[TASK], total_timesteps=total_timesteps)
     # One evaluation, at the end, as on the sbx side.
     preset.update(eval_every=total_timesteps, num_eval_envs=EVAL_EPISODES)
@@ -39,7 +39,7 @@ def canter_config(algo: str, total_timesteps: int, num_seeds: int):
 
 def measure_canter(algo: str, total_timesteps: int, num_seeds: int) -> dict:
     """What `python algorithms/<algo>.py --preset HalfCheetah-v5` runs, nothing written."""
-    from algorithms import trainer
+    from canter.algorithms import trainer
 
     module, config = canter_config(algo, total_timesteps, num_seeds)
     summary = trainer.run(config, module.make_train, algo=algo, verbose=False).summary
@@ -57,7 +57,7 @@ FREE_ENV, FREE_WARMUP = "Pendulum-v1", 1_000
 def measure_canter_updates(algo: str, total_timesteps: int) -> dict:
     """canter's `algo` with the MuJoCo preset's networks and batch on gymnax's Pendulum-v1,
     `FREE_WARMUP` random steps, then one update per env step; `updates_per_s` counts updates."""
-    from algorithms import trainer
+    from canter.algorithms import trainer
 
     module, config = canter_config(algo, total_timesteps, 1)
     config = dataclasses.replace(config, env=FREE_ENV, learning_starts=FREE_WARMUP, num_eval_envs=1)

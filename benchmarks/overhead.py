@@ -16,7 +16,7 @@ import tempfile
 WORKER = """
 import json, sys
 from pathlib import Path
-from algorithms import ppo, trainer
+from canter.algorithms import ppo, trainer
 run_dir = None if sys.argv[1] == "-" else Path(sys.argv[1])
 config = ppo.Config(num_seeds=int(sys.argv[3]))
 result = trainer.run(config, ppo.make_train, algo="ppo", run_dir=run_dir,

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.files import atomic_write, write_json  # noqa: E402
+from canter.common.run.files import atomic_write, write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUT = RESULTS / "peer_returns"
@@ -46,7 +46,7 @@ def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
 
-    module = importlib.import_module(f"algorithms.{algo}")
+    module = importlib.import_module(f"canter.algorithms.{algo}")
     config = module.Config(**dict(module.PRESETS[env_id], total_timesteps=total_timesteps))
     if total_timesteps <= 0 or total_timesteps % config.eval_every:
         print(

@@ -123,10 +123,10 @@ def run_one(
     preset: bool = False,
     resume: bool = False,
 ) -> dict:
-    from algorithms import trainer
-    from common.rundir import RunDir
+    from canter.algorithms import trainer
+    from canter.common.run.rundir import RunDir
 
-    module = importlib.import_module(f"algorithms.{algo}")
+    module = importlib.import_module(f"canter.algorithms.{algo}")
     base = module.PRESETS[env] if preset else {}
     # A preset names its env in full (MuJoCo's `gymnasium:HalfCheetah-v5` under `HalfCheetah-v5`).
     env_id = base.get("env", env)
@@ -235,7 +235,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        module = importlib.import_module(f"algorithms.{args.algo}")
+        module = importlib.import_module(f"canter.algorithms.{args.algo}")
         overrides = parse_overrides(module.Config, args.set)
         for env in args.envs:
             record = run_one(

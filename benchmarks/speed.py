@@ -3,7 +3,7 @@
 Each measurement is one fresh Python process (the persistent compilation cache off, so every
 compile is cold) running one implementation once to completion:
 - `canter`: what `python algorithms/ppo.py` runs: the host runner, seeds sharded over the CPU
-  devices (one per core, see common/devices.py), nothing written to disk;
+  devices (one per core, see common/run/devices.py), nothing written to disk;
 - `canter-pure`: `jax.jit(jax.vmap(train))` of canter's pure `train(key)`, one device;
 - `rejax`: `jax.jit(jax.vmap(algo.train))`, rejax's own way (rejax 0.1.3, PyPI).
 Ratios are taken within a round (the three runs back to back), then the median is reported.
@@ -94,7 +94,7 @@ PQN_MINATAR_ITERATIONS = 50
 def canter_config(
     num_envs: int, num_steps: int, iterations: int, num_seeds: int = 1, algo: str = "ppo"
 ):
-    from algorithms import ppo
+    from canter.algorithms import ppo
 
     setup = SETUPS[algo]
     return ppo.Config(
@@ -115,7 +115,7 @@ def canter_config(
 
 
 def canter_train(num_envs: int, num_steps: int, iterations: int, algo: str = "ppo"):
-    from algorithms import ppo
+    from canter.algorithms import ppo
 
     train = ppo.make_train(canter_config(num_envs, num_steps, iterations, algo=algo))
 
@@ -186,7 +186,7 @@ def rejax_train(num_envs: int, num_steps: int, iterations: int, algo: str = "ppo
 
 
 def canter_dqn_config(num_seeds: int = 1):
-    from algorithms import dqn
+    from canter.algorithms import dqn
 
     # PureJaxRL's DQN CartPole config with rejax's fixed 64x64 network: 10 envs, one update of
     # 128 every 10 env steps, buffer 10,000 filled first, target copied every 500 env steps.
@@ -228,7 +228,7 @@ def canter_offpolicy_config(algo: str, num_seeds: int = 1):
     import importlib
 
     # CleanRL's SAC / TD3 settings (canter's defaults), Pendulum-v1, 5e4 env steps.
-    module = importlib.import_module(f"algorithms.{algo}")
+    module = importlib.import_module(f"canter.algorithms.{algo}")
     return module.Config(num_seeds=num_seeds, num_eval_envs=EVAL_EPISODES)
 
 
@@ -318,10 +318,10 @@ def measure(
     if impl in ("canter", "canter-dp", "canter-1core"):
         import importlib
 
-        from algorithms import trainer
+        from canter.algorithms import trainer
 
         name = algo.removesuffix("-minatar").removesuffix("-dp")
-        module = importlib.import_module(f"algorithms.{name}")
+        module = importlib.import_module(f"canter.algorithms.{name}")
         if algo == "dqn":
             config = canter_dqn_config(num_seeds)
         elif algo in ("sac", "td3"):
@@ -339,7 +339,7 @@ def measure(
         if algo in ("dqn", "sac", "td3"):
             import importlib
 
-            module = importlib.import_module(f"algorithms.{algo}")
+            module = importlib.import_module(f"canter.algorithms.{algo}")
             config = canter_dqn_config() if algo == "dqn" else canter_offpolicy_config(algo)
             builds = {
                 "canter-pure": lambda *_: (
@@ -499,7 +499,7 @@ def measure_host(impl: str, num_envs: int, steps: int) -> dict:
 
     tic = time.perf_counter()
     if impl == "adapter":
-        from common.envs import make_env
+        from canter.common.envs import make_env
 
         env, params = make_env(f"gymnasium:{HOST_ENV}")
         space = env.action_space(params)
@@ -566,7 +566,7 @@ def host_overhead(repeats: int) -> str:
 
 
 def pqn_minatar_config(num_seeds: int = 1):
-    from algorithms import pqn
+    from canter.algorithms import pqn
 
     preset = pqn.PRESETS["Breakout-MinAtar"]
     steps = PQN_MINATAR_ITERATIONS * 128 * 32
@@ -817,7 +817,7 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     if args.algo == "mujoco":
-        from common.files import atomic_write
+        from canter.common.run.files import atomic_write
 
         print(f"{' and '.join(args.mujoco)} against sbx, HalfCheetah-v5, {machine()}", flush=True)
         path = args.out / "speed_mujoco.json"

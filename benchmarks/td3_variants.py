@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.files import atomic_write  # noqa: E402
+from canter.common.run.files import atomic_write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -81,7 +81,7 @@ def variant_source(name: str) -> str:
 def load_variant(name: str) -> str:
     """Load the variant as module `algorithms.td3_<name>` (for `run_one`); return its algo name."""
     algo = f"td3_{name}"
-    spec = importlib.util.spec_from_loader(f"algorithms.{algo}", loader=None)
+    spec = importlib.util.spec_from_loader(f"canter.algorithms.{algo}", loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     exec(compile(variant_source(name), f"<td3.py, variant {name}>", "exec"), module.__dict__)

@@ -1,10 +1,10 @@
 """Config plumbing shared by every algorithm: pytree registration, ranges and input validation.
 
-A float field's type says its range, e.g. `gamma: UnitInterval = 0.99`; `pytree_config` checks
-every range (and refuses NaN) whenever a Config is built, by the CLI, a sweep or `replace`, so
-a Config with `gamma=1.5` cannot exist and bad input fails before anything compiles. Configs
-that JAX rebuilds from leaves (tracers under `vmap`) skip the check: their values were checked
-when the concrete Config was made.
+A field's type says its range (`gamma: UnitInterval = 0.99`, `num_envs: PositiveInt = 4`);
+`pytree_config` checks every range (and refuses NaN) whenever a Config is built, by the CLI,
+a sweep or `replace`, so a Config with `gamma=1.5` cannot exist and bad input fails before
+anything compiles. Configs that JAX rebuilds from leaves (tracers under `vmap`) skip the
+check: their values were checked when the concrete Config was made.
 """
 
 import dataclasses
@@ -12,14 +12,41 @@ import functools
 import math
 import typing
 from collections.abc import Iterable
+from typing import Annotated
 
 import jax
-
-from common.ranges import Range
 
 
 class ConfigError(ValueError):
     """Bad user input, found before anything is compiled; the CLI prints it and exits with 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """An interval of allowed values for a float or int field; NaN is never in it."""
+
+    low: float
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = True
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+
+Positive = Annotated[float, Range(0.0, low_open=True)]  # (0, inf): finite, above zero
+PositiveOrInf = Annotated[float, Range(0.0, low_open=True, high_open=False)]  # inf: "no limit"
+NonNegative = Annotated[float, Range(0.0)]
+UnitInterval = Annotated[float, Range(0.0, 1.0, high_open=False)]
+PositiveFraction = Annotated[float, Range(0.0, 1.0, low_open=True, high_open=False)]
+PositiveInt = Annotated[int, Range(1.0)]  # sizes and counts: 1, 2, ...
+NonNegativeInt = Annotated[int, Range(0.0)]
 
 
 def pytree_config(cls: type) -> type:
@@ -33,12 +60,18 @@ def pytree_config(cls: type) -> type:
     fields = [f.name for f in dataclasses.fields(cls)]
     data = [name for name in fields if hints[name] is float]
     meta = [name for name in fields if hints[name] is not float]
-    ranges = {
+    unbounded = Range(-math.inf, math.inf, high_open=False)
+    declared = {
         name: next(
-            (m for m in getattr(extras[name], "__metadata__", ()) if isinstance(m, Range)),
-            Range(-math.inf, math.inf, high_open=False),
+            (m for m in getattr(extras[name], "__metadata__", ()) if isinstance(m, Range)), None
         )
-        for name in data
+        for name in fields
+    }
+    # Every float field is checked (NaN is in no range); an int field where its type says so.
+    ranges = {
+        name: declared[name] or unbounded
+        for name in fields
+        if name in data or declared[name] is not None
     }
 
     def flatten(config: typing.Any) -> tuple:

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jax.sharding import PartitionSpec
+from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
 
@@ -47,26 +47,9 @@ def update_epochs(
         return (optax.apply_updates(model, updates), opt_state), stats
 
     def update_epoch(carry: tuple, epoch_key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
-        minibatches = split_over_devices(split(epoch_key, batch))
+        minibatches = shard_minibatches(split(epoch_key, batch))
         return jax.lax.scan(update_minibatch, carry, minibatches)
 
     epoch_keys = jax.random.split(key, num_epochs)
     (model, opt_state), stats = jax.lax.scan(update_epoch, (model, opt_state), epoch_keys)
     return model, opt_state, stats
-
-
-def split_over_devices(minibatches: PyTree) -> PyTree:
-    """In a data-parallel run (the runner sets a mesh with a "data" axis while tracing), each
-    minibatch's samples are split over the "data" devices, so each computes the gradient of its
-    part and XLA sums them; elsewhere `minibatches` as they are. Changes no number."""
-    mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty or "data" not in mesh.axis_names or mesh.shape["data"] == 1:
-        return minibatches
-    data = mesh.shape["data"]
-
-    def constrain(x: Array) -> Array:
-        if x.ndim < 2 or x.shape[1] % data:
-            return x
-        return jax.lax.with_sharding_constraint(x, PartitionSpec(None, "data"))
-
-    return jax.tree.map(constrain, minibatches)

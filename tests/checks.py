@@ -6,8 +6,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from algorithms import evaluate
-from common import checkpoint
+from canter.algorithms import evaluate
+from canter.common.run import checkpoint
 
 
 def assert_evaluates_and_renders(run_dir: Path, gif: Path, entries: int) -> None:

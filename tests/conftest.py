@@ -4,19 +4,19 @@ from pathlib import Path
 
 import jax
 import pytest
+from canter.common.run.devices import use_cpu_cores
 
-from common.devices import use_cpu_cores
-
-# One CPU device per core, as a run started from the CLI gets (common/devices.py): seeds of a
+# One CPU device per core, as a run started from the CLI gets (common/run/devices.py): seeds of a
 # vmapped run train in parallel. Before anything (gymnax included) starts JAX's backend.
 use_cpu_cores()
 
-from common.envs import register_env  # noqa: E402
+from canter.common.envs import register_env  # noqa: E402
+
 from tests.probes import PROBES  # noqa: E402
 
 # XLA:CPU's intra-op thread pool off: on 2 cores, single-threaded Eigen compiled the PPO step
 # in 2.9 s instead of 4.2 s and ran as fast. Set before the first computation; CLI subprocesses
-# inherit it. (The hangs once blamed on it came from async dispatch: see common/devices.py.)
+# inherit it. (The hangs once blamed on it came from async dispatch: see common/run/devices.py.)
 if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
     flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()

@@ -1,6 +1,6 @@
 """Probe environments: tiny tasks whose values or best actions are known in closed form.
 
-Each is a gymnax 1.0 `Environment`, registered with `common.envs.register_env` by conftest.py.
+Each is a gymnax 1.0 `Environment`, registered with `register_env` by conftest.py.
 """
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Atari through Gymnasium (`gymnasium:ALE/<Game>-v5`, common/host.py): the standard
+"""Atari through Gymnasium (`gymnasium:ALE/<Game>-v5`, common/envs/host.py): the standard
 preprocessing with gymnax 1.0 semantics, the training-only signals, and ppo_atari.py."""
 
 import dataclasses
@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("ale_py", reason="the atari extra: pip install -e '.[atari]'")
 
-from algorithms import ppo_atari, trainer  # noqa: E402
-from common.config import ConfigError  # noqa: E402
-from common.envs import make_env  # noqa: E402
-from common.host import _seed, make_gymnasium  # noqa: E402
+from canter.algorithms import ppo_atari, trainer  # noqa: E402
+from canter.common.config import ConfigError  # noqa: E402
+from canter.common.envs import make_env  # noqa: E402
+from canter.common.envs.host import _seed, make_gymnasium  # noqa: E402
 
 GAME = "gymnasium:ALE/Breakout-v5"
 STEPS = 400  # random Breakout loses a life about every 40 steps and a game every 200

@@ -18,7 +18,7 @@ def test_iqm_is_the_mean_of_the_middle_half():
 
 
 def test_overrides_are_typed_and_unknown_fields_fail():
-    from algorithms import ppo
+    from canter.algorithms import ppo
 
     parsed = returns.parse_overrides(ppo.Config, ["total_timesteps=2048", "gamma=0.9"])
     assert parsed == {"total_timesteps": 2048, "gamma": 0.9}
@@ -40,7 +40,7 @@ def test_returns_writes_a_result_and_a_table_row(tmp_path):
 
 
 def test_returns_resume_continues_a_run_cut_short(tmp_path):
-    from algorithms import ppo, trainer
+    from canter.algorithms import ppo, trainer
 
     overrides = {"total_timesteps": 4096, "eval_every": 2, "num_eval_envs": 2}
     config = ppo.Config(**overrides, num_seeds=2)
@@ -209,12 +209,12 @@ def test_td3_variants_change_only_what_they_name():
     import sys
 
     import jax
+    from canter.algorithms import td3
 
-    from algorithms import td3
     from benchmarks import td3_variants
 
-    sbx = sys.modules[f"algorithms.{td3_variants.load_variant('sbxrule')}"]
-    flax = sys.modules[f"algorithms.{td3_variants.load_variant('flaxinit')}"]
+    sbx = sys.modules[f"canter.algorithms.{td3_variants.load_variant('sbxrule')}"]
+    flax = sys.modules[f"canter.algorithms.{td3_variants.load_variant('flaxinit')}"]
     assert all((layer.bias == 0).all() for layer in flax.MLP(3, 2, 16, jax.random.key(0)).layers)
     assert not all((layer.bias == 0).all() for layer in td3.MLP(3, 2, 16, jax.random.key(0)).layers)
     for module, moved in ((td3, False), (sbx, True)):

@@ -4,8 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from common.buffer import ReplayBuffer
+from canter.common.blocks.buffer import ReplayBuffer
 
 
 def example():

@@ -9,12 +9,10 @@ import sys
 import typing
 
 import pytest
-
-from algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
-from common.batch import float_fields, make_batch
-from common.config import ConfigError
-from common.ranges import Range
-from common.rundir import RunDir, config_record
+from canter.algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
+from canter.common.config import ConfigError, Range
+from canter.common.run.batch import float_fields, make_batch
+from canter.common.run.rundir import RunDir, config_record
 
 ALGORITHMS = [dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3]
 

@@ -19,9 +19,9 @@ jax.config.update("jax_num_cpu_devices", int(sys.argv[1]))
 import dataclasses
 import numpy as np
 from jax.sharding import PartitionSpec
-from algorithms import dqn, ppo, ppo_rnn, pqn, sac, trainer
-from common.batch import make_batch
-from common.programs import compile_programs
+from canter.algorithms import dqn, ppo, ppo_rnn, pqn, sac, trainer
+from canter.common.run.batch import make_batch
+from canter.common.run.programs import compile_programs
 
 small = dict(num_envs=8, eval_every=2, num_eval_envs=2)
 configs = {
@@ -98,7 +98,7 @@ jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.config.update("jax_num_cpu_devices", 1)  # one device per process
 jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
 import dataclasses
-from algorithms import ppo, trainer
+from canter.algorithms import ppo, trainer
 config = ppo.Config(total_timesteps=8 * 16 * 4, num_envs=8, num_steps=16, num_minibatches=2,
                     update_epochs=2, eval_every=2, num_eval_envs=2)
 r = trainer.run(config, ppo.make_train, algo="ppo", verbose=False, data_parallel=True)

@@ -2,17 +2,17 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms import ppo, ppo_continuous
-from common.batch import make_batch
-from common.config import ConfigError
-from common.envs import action_kind, algorithms_for, env_names, make_env
-from common.wrappers import episode_metrics
+from canter.algorithms import ppo, ppo_continuous
+from canter.common.config import ConfigError
+from canter.common.envs import ActionSpaceError, action_kind, env_names, make_env
+from canter.common.envs.wrappers import episode_metrics
+from canter.common.run.batch import make_batch
 
 
 def test_unknown_env_lists_valid_names():
@@ -26,7 +26,7 @@ def test_unknown_env_lists_valid_names():
 def test_action_kind_mismatch_names_the_kind():
     with pytest.raises(ConfigError, match="continuous action space"):
         make_env("Pendulum-v1", action="discrete", algorithm="ppo.py")
-    with pytest.raises(ConfigError, match="discrete action space.*algorithms/ppo.py"):
+    with pytest.raises(ConfigError, match="discrete action space, but sac.py handles"):
         make_env("CartPole-v1", action="continuous", algorithm="sac.py")
 
 
@@ -65,14 +65,21 @@ def test_mnist_bandit_is_refused_clearly_and_not_listed():
         make_env("MNISTBandit-bsuite")
 
 
-def test_which_file_handles_which_action_space_is_derived():
-    discrete, continuous = algorithms_for("discrete"), algorithms_for("continuous")
-    assert set(discrete) == {
-        f"algorithms/{n}.py" for n in ("ppo", "ppo_rnn", "dqn", "pqn", "ppo_atari")
-    }
-    assert set(continuous) == {f"algorithms/{n}.py" for n in ("ppo_continuous", "sac", "td3")}
-    with pytest.raises(ConfigError, match="algorithms/ppo_rnn.py"):
+def test_the_house_list_names_each_files_action_space():
+    import importlib
+
+    from canter.algorithms import HOUSE, trainer
+
+    files = {p.stem for p in Path(trainer.__file__).parent.glob("*.py")}
+    assert set(HOUSE) == files - {"__init__", "trainer", "evaluate"}
+    for name, kind in HOUSE.items():
+        assert importlib.import_module(f"canter.algorithms.{name}").ACTION_SPACE == kind
+    with pytest.raises(ActionSpaceError) as caught:
         make_env("CartPole-v1", action="continuous", algorithm="sac.py")
+    assert caught.value.kind == "discrete"
+    hint = trainer._explain(caught.value)
+    assert "sac.py handles continuous actions only" in hint
+    assert "algorithms/ppo_rnn.py" in hint and "algorithms/td3.py" not in hint
 
 
 @pytest.mark.parametrize("name", [n for n in env_names() if not n.startswith("Probe")])
@@ -104,8 +111,8 @@ def test_an_env_whose_constructor_branches_on_arrays_trains(repo_root, tmp_path)
 def test_importing_canter_leaves_jax_untouched():
     # No side effects on import: the CPU device split happens when a run starts.
     code = (
-        "import jax, common, common.buffer, common.envs, common.wrappers\n"
-        "from algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer\n"
+        "import jax, canter.common.blocks.buffer, canter.common.envs, canter.common.run.runner\n"
+        "from canter.algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer\n"
         "from jax._src import xla_bridge\n"
         "assert not xla_bridge.backends_are_initialized(), 'a backend was started on import'\n"
         "assert jax.config.jax_num_cpu_devices == -1, jax.config.jax_num_cpu_devices\n"

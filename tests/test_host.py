@@ -1,4 +1,4 @@
-"""Host environments (`gymnasium:<id>`, common/host.py): gymnax 1.0 semantics, seeding,
+"""Host environments (`gymnasium:<id>`, common/envs/host.py): gymnax 1.0 semantics, seeding,
 refusals, and training through the runner."""
 
 import csv
@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from canter.algorithms import ppo, trainer
+from canter.common.config import ConfigError
+from canter.common.envs import make_env
+from canter.common.envs.host import _seed
+from canter.common.run.evaluation import run_episodes
 
-from algorithms import ppo, trainer
-from common.config import ConfigError
-from common.envs import make_env
-from common.evaluation import run_episodes
-from common.host import _seed
 from tests.checks import kill_after_checkpoint
 
 # CartPole cut at 12 steps: random actions cross terminations and truncations within a few dozen.
@@ -210,7 +210,7 @@ def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(re
 
 @pytest.mark.slow
 def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path):
-    from algorithms import sac
+    from canter.algorithms import sac
 
     config = sac.Config(env="gymnasium:Pendulum-v1", total_timesteps=300, learning_starts=100,
                         eval_every=100, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
@@ -228,7 +228,7 @@ def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path
 @pytest.mark.slow
 def test_mujoco_halfcheetah_trains_and_repeats_its_numbers():
     pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
-    from algorithms import td3
+    from canter.algorithms import td3
 
     config = td3.Config(env="gymnasium:HalfCheetah-v5", total_timesteps=400, learning_starts=200,
                         eval_every=200, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
@@ -253,7 +253,7 @@ def test_ppo_learns_gymnasium_cartpole_as_on_gymnax():
 
 @pytest.mark.learning
 def test_sac_learns_gymnasium_pendulum_as_on_gymnax():
-    from algorithms import sac
+    from canter.algorithms import sac
 
     # The gymnax Pendulum learning test's config (the defaults, 5e4 steps, 4 seeds).
     config = sac.Config(env="gymnasium:Pendulum-v1", num_seeds=4)

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms import dqn, ppo, sac, td3, trainer
+from canter.algorithms import dqn, ppo, sac, td3, trainer
 
 TINY = ppo.Config(
     total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,

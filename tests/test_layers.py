@@ -1,12 +1,11 @@
-"""common.layers.Conv2d: Equinox's convolution, computed as a patch matmul on the CPU."""
+"""blocks.layers.Conv2d: Equinox's convolution, computed as a patch matmul on the CPU."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from common.layers import Conv2d
+from canter.common.blocks.layers import Conv2d
 
 SHAPES = [  # in, out, kernel, stride, padding, input size
     (4, 32, 8, 4, 0, 84),  # the Nature CNN's three

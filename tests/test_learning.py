@@ -1,8 +1,7 @@
 """Learning regression against the reference returns (ARCHITECTURE.md, section 7)."""
 
 import pytest
-
-from algorithms import ppo, trainer
+from canter.algorithms import ppo, trainer
 
 
 @pytest.mark.learning

@@ -11,12 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from canter.algorithms import dqn, ppo, pqn, trainer
+from canter.common.config import ConfigError
+from canter.common.envs import MINATAR_GAMES, STICKY_ACTION_ENVS, make_env, register_env
+from canter.common.envs.wrappers import StickyActions, base_state
 from gymnax.environments import environment, spaces
 
-from algorithms import dqn, ppo, pqn, trainer
-from common.config import ConfigError
-from common.envs import MINATAR_GAMES, STICKY_ACTION_ENVS, make_env, register_env
-from common.wrappers import StickyActions, base_state
 from tests.test_invariants import assert_trees_close
 
 MODULES = {"ppo": ppo, "pqn": pqn, "dqn": dqn}
@@ -259,7 +259,7 @@ def test_registered_image_env_gets_the_cnn():
 def test_an_env_first_built_under_a_trace_holds_no_tracers():
     """evaluate.py's first make_train runs inside jit: MinAtar's action-set arrays must not be
     cached as that trace's tracers."""
-    from common import envs
+    from canter.common import envs
 
     envs._build.cache_clear()
     jax.jit(lambda x: (make_env("Breakout-MinAtar"), x)[1])(1.0)

@@ -7,8 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-from common.minibatch import shuffled_minibatches, update_epochs
+from canter.common.minibatch import shuffled_minibatches, update_epochs
 
 
 def test_shuffled_minibatches_partition_the_batch_and_keep_rows_together():

@@ -1,11 +1,10 @@
-"""Whole programs avoid the XLA:CPU custom calls that deadlock (see common/initializers.py)."""
+"""Whole programs avoid the XLA:CPU custom calls that deadlock (common/blocks/initializers.py)."""
 
 import jax
 import numpy as np
 import pytest
-
-from algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
-from common.initializers import orthogonal
+from canter.algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
+from canter.common.blocks.initializers import orthogonal
 
 ALGORITHMS = [dqn, pqn, ppo, ppo_continuous, ppo_rnn, sac, td3]
 

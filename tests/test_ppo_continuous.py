@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from canter.algorithms import ppo_continuous as pc
+from canter.algorithms import trainer
+from canter.common.config import ConfigError
+from canter.common.envs import make_env
 
-from algorithms import ppo_continuous as pc
-from algorithms import trainer
-from common.config import ConfigError
-from common.envs import make_env
 from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 

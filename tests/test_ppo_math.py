@@ -3,8 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms.ppo import compute_gae, policy_loss, value_loss
+from canter.algorithms.ppo import compute_gae, policy_loss, value_loss
 
 
 def gae_reference(rewards, values, next_values, terminated, truncated, gamma, lam):

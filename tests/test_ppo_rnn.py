@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from canter.algorithms import ppo, trainer
+from canter.algorithms import ppo_rnn as pr
+from canter.common.envs import make_env
+from canter.common.run.evaluation import run_episodes
 
-from algorithms import ppo, trainer
-from algorithms import ppo_rnn as pr
-from common.envs import make_env
-from common.evaluation import run_episodes
 from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 

@@ -3,8 +3,7 @@
 import jax
 import jax.numpy as jnp
 import pytest
-
-from algorithms import ppo
+from canter.algorithms import ppo
 
 
 def train_probe(env: str, gamma: float = 0.99):

@@ -11,12 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms import ppo, trainer
-from common import checkpoint
-from common.cli import EXIT_DIVERGED, EXIT_PREEMPTED
-from common.debug import first_non_finite, run_debug
-from common.health import finite
+from canter.algorithms import ppo, trainer
+from canter.common.run import checkpoint
+from canter.common.run.cli import EXIT_DIVERGED, EXIT_PREEMPTED
+from canter.common.run.debug import first_non_finite, run_debug
+from canter.common.run.health import finite
 
 # 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
 SMALL = ppo.Config(

@@ -9,11 +9,11 @@ import sys
 import jax
 import numpy as np
 import pytest
+from canter.algorithms import ppo, trainer
+from canter.common.config import ConfigError
+from canter.common.run import checkpoint
+from canter.common.run.batch import parse_sweep
 
-from algorithms import ppo, trainer
-from common import checkpoint
-from common.batch import parse_sweep
-from common.config import ConfigError
 from tests.checks import kill_after_checkpoint
 
 # 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
@@ -202,7 +202,7 @@ jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.config.update("jax_num_cpu_devices", 1)  # one device per process
 jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
 import tests.test_run_management as t  # imports gymnax: after initialize
-from common import checkpoint
+from canter.common.run import checkpoint
 assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
 config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries over 2 processes, padded
 first = t.run(config, run_dir=run_dir, checkpoint_every=1, stop_after=2)

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from canter.algorithms import sac, trainer
+from canter.common.config import ConfigError
 
-from algorithms import sac, trainer
-from common.config import ConfigError
 from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 

@@ -13,9 +13,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from canter.common.config import ConfigError
 from jaxtyping import Array, Key
-
-from common.config import ConfigError
 
 
 def seed_keys(seed: int, num_seeds: int) -> Key[Array, " num_seeds"]:

@@ -5,8 +5,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from common.files import atomic_write
-from common.rundir import RunDir
+from canter.common.run.files import atomic_write
+from canter.common.run.rundir import RunDir
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from common.batch import Batch
-from common.files import atomic_write
+from canter.common.run.batch import Batch
+from canter.common.run.files import atomic_write
 
 Say = Callable[..., None]
 

@@ -22,9 +22,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from common.batch import seed_keys
-from common.config import ConfigError
+from canter.common.config import ConfigError
+from canter.common.run.batch import seed_keys
 
 
 def tiny(config: Any, make_train: Callable, iterations: int) -> Any:

@@ -3,28 +3,35 @@
 Each environment is built once per process and reused: `make_train` may run under tracing (the
 runner vmaps it over float hyperparameters), where building an env would trace its constructor,
 and some gymnax constructors branch on arrays (FourRooms-misc, MetaMaze-misc). gymnax is
-imported on first use, not on import: importing it starts JAX's backend (common/devices.py).
+imported on first use, not on import: importing it starts JAX's backend (common/run/devices.py).
 """
 
-import ast
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 import jax
-from jax.typing import ArrayLike
-
-from common.config import ConfigError
-from common.wrappers import (
+from canter.common.config import ConfigError
+from canter.common.envs.wrappers import (
     AtariTraining,
     EpisodeStats,
     FloatObservation,
     ObservationSubset,
     StickyActions,
 )
+from jax.typing import ArrayLike
 
 ActionKind = Literal["discrete", "continuous"]
+
+
+class ActionSpaceError(ConfigError):
+    """An env whose actions are of the other kind; `kind` is the env's (the CLI names the
+    algorithm files that handle it: algorithms/trainer.py)."""
+
+    def __init__(self, message: str, kind: ActionKind):
+        super().__init__(message)
+        self.kind = kind
+
 
 # gymnax names that cannot work here, and why: refused by name, left out of the valid list.
 UNAVAILABLE = {
@@ -33,7 +40,7 @@ UNAVAILABLE = {
 }
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
-HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/host.py)
+HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/envs/host.py)
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
@@ -67,22 +74,12 @@ def env_names() -> list[str]:
     return gymnax_names + list(_EXTRA_ENVS)
 
 
-def algorithms_for(kind: ActionKind) -> list[str]:
-    """The algorithm files that handle `kind` actions: those declaring `ACTION_SPACE = kind`
-    (read from the source, so a new file counts as soon as it exists)."""
-    import algorithms
+def is_host_env(env: Any) -> bool:
+    """Whether `env` (wrapped or not) steps a simulator on the host (`gymnasium:<id>`): one
+    process, one device, episodes that a `while_loop` ends early (common/envs/host.py)."""
+    from canter.common.envs.host import GymnasiumEnv
 
-    found = []
-    for path in sorted(Path(algorithms.__file__).parent.glob("*.py")):
-        for node in ast.parse(path.read_text()).body:
-            if (
-                isinstance(node, ast.Assign | ast.AnnAssign)
-                and getattr(node.targets[0] if isinstance(node, ast.Assign) else node.target,
-                            "id", None) == "ACTION_SPACE"
-                and isinstance(node.value, ast.Constant) and node.value.value == kind
-            ):  # fmt: skip
-                found.append(f"algorithms/{path.name}")
-    return found
+    return isinstance(getattr(env, "unwrapped", env), GymnasiumEnv)
 
 
 def action_kind(env: Any, params: Any) -> ActionKind:
@@ -104,8 +101,8 @@ def _build(name: str) -> tuple[Any, Any]:
 
     if name in UNAVAILABLE:
         raise ConfigError(f"{name} is not available: {UNAVAILABLE[name]}.")
-    if name.startswith(HOST_PREFIX):  # a Gymnasium env stepped on the host (common/host.py)
-        from common.host import make_host_env
+    if name.startswith(HOST_PREFIX):  # a Gymnasium env stepped on the host (common/envs/host.py)
+        from canter.common.envs.host import make_host_env
 
         return make_host_env(name)
     # Constructors make arrays (MinAtar's action sets); under a trace (the first make_train of
@@ -135,7 +132,7 @@ def make_env(
 
     Observations are flat vectors, or with `image` keep their HxWxC shape (for a CNN; an env
     without image observations is refused). With `action`, fail (before anything compiles)
-    when the env's action space is of the other kind, naming the canter files that handle it.
+    when the env's action space is of the other kind (an `ActionSpaceError`).
     `sticky_action_prob` wraps the MinAtar games in `StickyActions` (always, so a traced
     probability gives the same program as a concrete one); above 0 elsewhere it is refused.
     Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
@@ -144,15 +141,10 @@ def make_env(
     env, params = _build(name)
     kind = action_kind(env, params)
     if action is not None and kind != action:
-        handlers = algorithms_for(kind)
-        where = (
-            f"use {' or '.join(handlers)} instead"
-            if handlers
-            else f"no canter algorithm handles {kind} actions yet"
-        )
-        raise ConfigError(
+        raise ActionSpaceError(
             f"{name} has a {kind} action space, but {algorithm or 'this algorithm'} handles "
-            f"{action} actions only; {where}."
+            f"{action} actions only.",
+            kind,
         )
     shape = tuple(env.observation_space(params).shape)
     if image and len(shape) != 3:

@@ -10,8 +10,8 @@
   its devices). Set JAX_NUM_CPU_DEVICES (or XLA_FLAGS=--xla_force_host_platform_device_count=N)
   to choose otherwise. Accelerators are unaffected: the CPU devices are then not the default.
 - Asynchronous dispatch off (jax-ml/jax#25861 reports deadlocks with it). Runs here once hung at
-  0% CPU; the cause turned out to be LAPACK's QR (common/initializers.py), but the runner waits
-  for every interval anyway, so inline dispatch costs nothing and stays.
+  0% CPU; the cause turned out to be LAPACK's QR (common/blocks/initializers.py), but the
+  runner waits for every interval anyway, so inline dispatch costs nothing and stays.
 """
 
 import os
@@ -19,9 +19,9 @@ from typing import Any
 
 import jax
 import numpy as np
+from canter.common.run import keys
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-from common import keys
+from jaxtyping import Array, PyTree
 
 
 def use_cpu_cores() -> None:
@@ -47,7 +47,7 @@ def batch_shardings(
     jax.distributed (multi-host). On one process no device only computes padding: with fewer
     entries than devices, one seed keeps every core, unless `data_parallel`, which gives each
     entry `devices // size` devices along "data" to split its envs and minibatches over.
-    `one_device` keeps the whole batch on the first device (host envs, common/host.py: their
+    `one_device` keeps the whole batch on the first device (host envs, common/envs/host.py: their
     callback runs on one device, and a batch split over several would be gathered to it).
     """
     devices = jax.devices()[:1] if one_device else jax.devices()
@@ -106,3 +106,20 @@ def gather(tree: Any) -> Any:
 
         data = multihost_utils.process_allgather(data, tiled=True)
     return keys.from_data(jax.device_get(data), tree)
+
+
+def shard_minibatches(minibatches: PyTree) -> PyTree:
+    """In a data-parallel run (the runner sets a mesh with a "data" axis while tracing), each
+    minibatch's samples are split over the "data" devices, so each computes the gradient of its
+    part and XLA sums them; elsewhere `minibatches` as they are. Changes no number."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or "data" not in mesh.axis_names or mesh.shape["data"] == 1:
+        return minibatches
+    data = mesh.shape["data"]
+
+    def constrain(x: Array) -> Array:
+        if x.ndim < 2 or x.shape[1] % data:
+            return x
+        return jax.lax.with_sharding_constraint(x, PartitionSpec(None, "data"))
+
+    return jax.tree.map(constrain, minibatches)

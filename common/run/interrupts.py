@@ -4,7 +4,7 @@ cleanly, between intervals.
 The first signal only sets `Preemption.signal`; the runner finishes the interval in flight,
 checkpoints it and stops (exit code 75 from the command line). The first signal also puts the
 default action back, so a second one ends the process at once (exit 143 or 130): checkpoints are
-written by rename (common/files.py), so the previous one stays whole.
+written by rename (common/run/files.py), so the previous one stays whole.
 
 Python runs signal handlers in the main thread only, between bytecodes: `call` runs an interval
 on a helper thread while the main thread waits in short joins, so a signal is seen within

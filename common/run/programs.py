@@ -1,7 +1,7 @@
 """The two compiled programs of a run, `start` and one `interval`, vmapped over the batch axis
-(sweep points x seeds, common/batch.py) and laid out over the devices (common/devices.py).
+(sweep points x seeds, common/run/batch.py) and laid out over the devices (common/run/devices.py).
 
-The host loop that calls them is common/runner.py; this file decides only what is compiled and
+The host loop that calls them is common/run/runner.py; this file decides only what is compiled and
 where its values live.
 """
 
@@ -13,10 +13,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
-from common import health
-from common.batch import Batch
-from common.devices import batch_shardings, env_shardings, pad, place
+from canter.common.run import health
+from canter.common.run.batch import Batch
+from canter.common.run.devices import batch_shardings, env_shardings, pad, place
 
 
 @dataclasses.dataclass

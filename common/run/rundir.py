@@ -1,7 +1,7 @@
 """The run directory's layout, in one place: every file name, and the only reader of config.json.
 
     <run_dir>/config.json            algorithm, sweep and every Config field (written first)
-    <run_dir>/checkpoint.eqx         the last checkpoint (common/checkpoint.py)
+    <run_dir>/checkpoint.eqx         the last checkpoint (common/run/checkpoint.py)
     <run_dir>/<label>/metrics.csv    one row per interval, per seed (and sweep point)
     <run_dir>/summary.json           final returns, timings (written at the end)
     <run_dir>/learning_curve.png     training and evaluation return against env steps
@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from common.config import ConfigError
-from common.files import atomic_write, write_json
+from canter.common.config import ConfigError
+from canter.common.run.files import atomic_write, write_json
 
 
 def _encode(value: Any) -> Any:
@@ -81,7 +81,7 @@ class RunDir:
         if config_cls is None:
             import importlib
 
-            config_cls = importlib.import_module(f"algorithms.{saved_algo}").Config
+            config_cls = importlib.import_module(f"canter.algorithms.{saved_algo}").Config
         fields = {f.name: f for f in dataclasses.fields(config_cls)}
         if set(saved) != set(fields):
             raise ConfigError(

@@ -19,8 +19,8 @@ seed words and its step count; the simulator's own state lives in the pool.
   84x84 greyscale, the last 4 frames stacked, channels last (84x84x4 bytes, the HxWxC layout
   of every canter image); v5's sticky actions (0.25, Machado et al. 2018) stay on. Each step
   also reports `info["life_lost"]`; the training-only parts (a lost life ends the learner's
-  episode, rewards clipped to their sign) are `common.wrappers.AtariTraining`, which evaluation
-  runs without.
+  episode, rewards clipped to their sign) are `AtariTraining` (common/envs/wrappers.py),
+  which evaluation runs without.
 - Actions: integers for Discrete spaces; Box actions are clipped to the space's bounds on the
   host (as SB3 and CleanRL do), the agent's unclipped action stays what it learns from.
 - Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
@@ -44,11 +44,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from canter.common.config import ConfigError
+from canter.common.envs.registry import HOST_PREFIX
 from jaxtyping import Array, Int, UInt32
 
-from common.config import ConfigError
-
-PREFIX = "gymnasium:"
 EXTRAS = {  # env id prefixes or names -> the extra that brings their simulator
     "ALE/": "atari",
     "HalfCheetah": "mujoco", "Hopper": "mujoco", "Walker2d": "mujoco", "Ant": "mujoco",
@@ -120,7 +119,7 @@ def _channels_last(space: Any) -> Any:
 def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     """`gymnasium:<id>` as a gymnax-style environment and its params, or a ConfigError."""
     gymnasium = _gymnasium()
-    env_id = name.removeprefix(PREFIX)
+    env_id = name.removeprefix(HOST_PREFIX)
     if env_id.startswith("ALE/"):
         try:
             import ale_py
@@ -154,7 +153,7 @@ class GymnasiumEnv:
 
     def __init__(self, env_id: str, probe: Any, max_episode_steps: int | None):
         self.env_id = env_id
-        self.name = PREFIX + env_id
+        self.name = HOST_PREFIX + env_id
         self.max_steps = int(max_episode_steps or 1000)
         space = probe.observation_space
         self._atari = env_id.startswith("ALE/")

@@ -15,10 +15,9 @@ from typing import Any
 
 import equinox as eqx
 import jax
-
-from common import keys
-from common.config import ConfigError
-from common.files import atomic_write
+from canter.common.config import ConfigError
+from canter.common.run import keys
+from canter.common.run.files import atomic_write
 
 MAGIC = b"canter-checkpoint-v1\n"
 
@@ -39,7 +38,7 @@ def snapshot(tree: Any) -> Any:
 
 
 def save(path: Path, tree: Any, header: dict[str, Any]) -> None:
-    """Write `tree` and `header` to `path` atomically (common/files.py).
+    """Write `tree` and `header` to `path` atomically (common/run/files.py).
 
     `tree` may be a `snapshot` (the runner writes snapshots from a background thread).
     """

@@ -18,13 +18,12 @@ from typing import Annotated, Any, Literal
 
 import jax
 import tyro
-
-from common.batch import parse_sweep
-from common.config import ConfigError
-from common.debug import run_debug
-from common.devices import use_cpu_cores
-from common.rundir import RunDir
-from common.runner import RunResult, run
+from canter.common.config import ConfigError
+from canter.common.run.batch import parse_sweep
+from canter.common.run.debug import run_debug
+from canter.common.run.devices import use_cpu_cores
+from canter.common.run.rundir import RunDir
+from canter.common.run.runner import RunResult, run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +48,7 @@ class RunOptions:
     over the devices, gradients averaged across them (same numbers as one device)."""
     debug: bool = False
     """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
-    a breakpoint() in step stops with real values (common/debug.py)."""
+    a breakpoint() in step stops with real values (common/run/debug.py)."""
     compile_cache: bool = True
     """Reuse compiled programs across runs (JAX's persistent cache, ~/.cache/canter/jax or
     $JAX_COMPILATION_CACHE_DIR); --no-compile-cache compiles cold."""
@@ -69,11 +68,15 @@ def use_compile_cache(enabled: bool) -> Path | None:
 
 
 def main(
-    config_cls: type, make_train: Callable, presets: dict[str, dict[str, Any]]
+    config_cls: type,
+    make_train: Callable,
+    presets: dict[str, dict[str, Any]],
+    explain: Callable[[ConfigError], str] = str,
 ) -> RunResult | None:
     """Parse the flags (a preset or a resumed run's config are the defaults), then `run`
-    (or, with --debug, `run_debug`); exit with a nonzero code as the module doc says."""
-    use_cpu_cores()  # before anything touches JAX's devices (common/devices.py)
+    (or, with --debug, `run_debug`); exit with a nonzero code as the module doc says. Bad input
+    is printed as `explain(error)` words it (the trainer adds which files to use instead)."""
+    use_cpu_cores()  # before anything touches JAX's devices (common/run/devices.py)
     algo = Path(inspect.getfile(make_train)).stem
     try:
         argv, default, saved_sweep = _defaults(config_cls, algo, sys.argv[1:], presets)
@@ -101,7 +104,7 @@ def main(
             data_parallel=options.data_parallel,
         )  # fmt: skip
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {explain(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
     code = exit_code(result.summary)
     if code:

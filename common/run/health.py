@@ -16,9 +16,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from canter.common.run.batch import Batch
 from jaxtyping import Array, Bool
-
-from common.batch import Batch
 
 
 def finite(state: Any, metrics: dict[str, dict[str, Array]]) -> Bool[Array, ""]:

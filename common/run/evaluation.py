@@ -5,6 +5,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from canter.common.envs import is_host_env
 from jaxtyping import Array, Float, PRNGKeyArray
 
 Policy = Callable[[Array, Any], tuple[Array, Any]]
@@ -20,7 +21,7 @@ def run_episodes(
     feed-forward policy). Each env plays one episode, so the carry never needs resetting.
     Runs exactly the env's `max_steps_in_episode` steps: a fixed-length scan rather than a
     while loop, whose "all done?" test would couple vmapped seeds and, sharded, need a
-    cross-device reduction every step. A host env (common/host.py, one device) stops once every
+    cross-device reduction every step. A host env (common/envs/host.py, one device) stops once every
     episode has ended instead: its steps are simulator calls (an Atari limit is 27,000 steps).
     """
     reset_key, key = jax.random.split(key)
@@ -43,7 +44,7 @@ def run_episodes(
     loop = (obs, carry, env_state, zeros, zeros, jnp.zeros(num_envs, bool))
     max_steps = int(env_params.max_steps_in_episode)
     step_keys = jax.random.split(key, max_steps)
-    if not hasattr(getattr(env, "unwrapped", env), "pool"):
+    if not is_host_env(env):
         (*_, returns, lengths, _), _ = jax.lax.scan(step, loop, step_keys)
     else:
 

@@ -1,11 +1,11 @@
 """The host runner: one compiled interval over the batch axis, called in a Python loop.
 
 Gives the same numbers as `jax.jit(jax.vmap(train))(keys)`; the programs it calls (compiled in
-common/programs.py) shard the batch axis (sweep points x seeds, common/batch.py) over the
-devices (common/devices.py). Between intervals, on the host: progress, metric files, trackers,
-and checkpoints (common/checkpoint.py) in the run directory (common/rundir.py). `resume=True`
-continues from the directory's last checkpoint, with any device count: checkpoints hold the
-batch without its device padding.
+common/run/programs.py) shard the batch axis (sweep points x seeds, common/run/batch.py) over the
+devices (common/run/devices.py). Between intervals, on the host: progress, metric files, trackers,
+and checkpoints (common/run/checkpoint.py) in the run directory (common/run/rundir.py).
+`resume=True` continues from the directory's last checkpoint, with any device count:
+checkpoints hold the batch without its device padding.
 """
 
 import dataclasses
@@ -20,15 +20,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from common import checkpoint, health, report
-from common.batch import Batch, make_batch
-from common.config import ConfigError
-from common.devices import gather, pad, place, use_cpu_cores
-from common.interrupts import Preemption, call
-from common.logging import MetricsLog
-from common.programs import Programs, compile_programs
-from common.rundir import RunDir, config_record
+from canter.common.config import ConfigError
+from canter.common.envs import is_host_env
+from canter.common.run import checkpoint, health, report
+from canter.common.run.batch import Batch, make_batch
+from canter.common.run.devices import gather, pad, place, use_cpu_cores
+from canter.common.run.interrupts import Preemption, call
+from canter.common.run.logging import MetricsLog
+from canter.common.run.programs import Programs, compile_programs
+from canter.common.run.rundir import RunDir, config_record
 
 
 @dataclasses.dataclass
@@ -90,8 +90,8 @@ def run(
     `run_dir=None` writes nothing. A checkpoint is written every `checkpoint_every` intervals
     (0: only at the end) and whenever the run stops. It stops early, checkpointed, after
     `stop_after` intervals in this call (as a preempted job would), on SIGTERM or SIGINT
-    (common/interrupts.py), when a callback returns True, and with `stop_on_divergence` when a
-    seed diverges (common/health.py); `summary["stopped"]` says why, and the summary covers the
+    (common/run/interrupts.py), when a callback returns True, and with `stop_on_divergence` when a
+    seed diverges (common/run/health.py); `summary["stopped"]` says why, and the summary covers the
     intervals done. Each callback is called after every interval with an `Interval`.
     `data_parallel` splits each seed's envs and minibatches over the devices when there are
     fewer seeds (x sweep points) than devices; the numbers stay those of one device.
@@ -271,9 +271,9 @@ def _say(say: Callable | None, line: str) -> None:
 
 
 def _check_host(train: Any, data_parallel: bool) -> bool:
-    """Whether the env steps on the host (common/host.py), refusing what it cannot do: its
+    """Whether the env steps on the host (common/envs/host.py), refusing what it cannot do: its
     simulators live in one process and its callback runs on one device."""
-    if not hasattr(train.env.unwrapped, "pool"):
+    if not is_host_env(train.env):
         return False
     name = train.env.unwrapped.name
     if jax.process_count() > 1:

@@ -1,0 +1,41 @@
+"""Environments: `make_env(name)` and what stands behind it. Changes what the learner sees.
+
+    registry.py   make_env, the names it accepts, register_env, is_host_env
+    wrappers.py   float observations, episode statistics, MinAtar's sticky actions
+    host.py       `gymnasium:<id>`: a Gymnasium env stepped on the host inside the compiled step
+    atari.py      Atari as DQN and CleanRL train it: preprocessing, life loss, reward clipping
+
+Every adapter gives gymnax 1.0's step: `obs, state, reward, terminated, truncated, info`, with
+the last observation of an ending episode in `info["final_observation"]`.
+"""
+
+from canter.common.envs.registry import (
+    HOST_PREFIX,
+    MINATAR_GAMES,
+    MUJOCO_TASKS,
+    STICKY_ACTION_ENVS,
+    ActionKind,
+    ActionSpaceError,
+    action_kind,
+    env_names,
+    is_host_env,
+    make_env,
+    register_env,
+)
+from canter.common.envs.wrappers import base_state, episode_metrics
+
+__all__ = [
+    "HOST_PREFIX",
+    "MINATAR_GAMES",
+    "MUJOCO_TASKS",
+    "STICKY_ACTION_ENVS",
+    "ActionKind",
+    "ActionSpaceError",
+    "action_kind",
+    "base_state",
+    "env_names",
+    "episode_metrics",
+    "is_host_env",
+    "make_env",
+    "register_env",
+]
