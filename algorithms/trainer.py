@@ -4,7 +4,12 @@ An algorithm's `make_train(config)` returns a `Train`: `init(key) -> state`, `st
 (state, metrics)` (one iteration: collect and update) and `act` (greedy or deterministic
 actions), with the environment it trains on. `Train` composes them into the whole run, and
 builds evaluation from `act`. Nothing here can change a learning curve for a fixed seed
-(ARCHITECTURE.md, "the numbers test"), except `when`, the one rule for skipped work.
+(docs/design.md, "the numbers test"), except `when`, the one rule for skipped work.
+
+Two rules a fork trips on: under the runner, `make_train` is vmapped over the Config, so its
+float fields are tracers there (branch on them with `jnp.where` / `lax.cond`, never a Python
+`if`); and every leaf of the state is an array (activations are applied in `__call__`, not
+stored), so plain `jax.grad`, `optax` and `jax.vmap` work on whole Modules without filters.
 
 The host runner (`run`: seeds, sweeps, devices, run directory, checkpoints, progress) lives in
 common/run/runner.py and the command line in common/run/cli.py; both are re-exported here.
@@ -56,6 +61,14 @@ class Train:
     env_steps_per_iteration: int
     num_eval_envs: int
     initial_carry: Callable[[int], Any] | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, **parts: Any) -> "Train":
+        """A `Train` whose run sizes come from `config` (`num_iterations`, `eval_every`,
+        `num_eval_envs`); `parts` are the rest: init, step, act, env, env_params,
+        env_steps_per_iteration and, for a policy with memory, initial_carry."""
+        sizes = ("num_iterations", "eval_every", "num_eval_envs")
+        return cls(**{name: getattr(config, name) for name in sizes}, **parts)
 
     @property
     def num_intervals(self) -> int:
