@@ -14,6 +14,7 @@ parameters, same numbers), taking turns, `--repeats` rounds; also the stock one 
 """
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from canter.common.blocks.layers import Conv2d
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
+
+from benchmarks import harness  # noqa: E402
+
 TORSOS = {  # name: (frame shape HxWxC, minibatch, ((out, kernel, stride), ...), dense units)
     "Nature CNN, 84x84x4": ((84, 84, 4), 256, ((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
     "MinAtar CNN, 10x10x4": ((10, 10, 4), 512, ((16, 3, 1),), 128),
@@ -99,8 +103,7 @@ def main() -> None:
         )
         print(lines[-1], flush=True)
     table = "\n".join(lines)
-    machine = f"{jax.devices()[0].device_kind}, jax {jax.__version__}"
-    (RESULTS / "conv_cpu.md").write_text(f"{table}\n\nMachine: {machine}.\n")
+    harness.write(harness.RESULTS / "conv_cpu.md", f"{table}\n\nMachine: {harness.machine()}.\n")
     print(table)
 
 

@@ -1,6 +1,6 @@
 """canter's SAC / TD3 against sbx (SB3's JAX backend) on a MuJoCo task: one measurement each.
 
-Used by `python benchmarks/speed.py --algo mujoco`, which runs every measurement in a fresh
+Used by `python benchmarks/speed_mujoco.py`, which runs every measurement in a fresh
 process (compilation cache off) with the implementations taking turns. Both sides get CleanRL's
 MuJoCo settings, canter's `--preset HalfCheetah-v5` with a shorter budget: 256x256 ReLU networks,
 batch 256, buffer 1e6, one update per env step, Polyak 0.005, gamma 0.99, the same number of

@@ -24,16 +24,20 @@ import dataclasses
 import importlib
 import json
 import os
-import platform
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
+
+from benchmarks import harness  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "returns"
 
 # Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
-# (ARCHITECTURE.md section 7) for every algorithm on classic control; on MinAtar, the number of
+# (docs/design.md, "Reference returns") for every algorithm on classic control; on MinAtar, the number of
 # the reference the algorithm's preset follows, where one was published (gymnax-blines PPO,
 # MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN give curves only).
 GYMNAX_BLINES = {
@@ -87,15 +91,6 @@ def iqm(values: np.ndarray) -> float:
     cut = int(np.floor(0.25 * len(ordered)))
     middle = ordered[cut : len(ordered) - cut] if len(ordered) > 2 * cut else ordered
     return float(np.mean(middle))
-
-
-def bootstrap_ci(values: np.ndarray, statistic, samples: int = 2000, level: float = 0.95):
-    """Percentile bootstrap interval of `statistic` over seeds (fixed resampling seed)."""
-    rng = np.random.default_rng(0)
-    picks = rng.integers(0, len(values), size=(samples, len(values)))
-    stats = np.array([statistic(values[p]) for p in picks])
-    low, high = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
-    return float(low), float(high)
 
 
 def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
@@ -157,7 +152,7 @@ def run_one(
         "mean": float(finals.mean()),
         "std": float(finals.std()),
         "iqm": iqm(finals),
-        "iqm_ci95": bootstrap_ci(finals, iqm),
+        "iqm_ci95": harness.bootstrap_ci(finals, iqm),
         "final_train_return_mean": summary["final_return_mean"],
         "reference": published,
         "reference_budget": budget,
@@ -165,25 +160,15 @@ def run_one(
         "compile_s": summary["compile_s"],
         "run_s": summary["run_s"],
         "curve": os.path.relpath(RunDir(run_dir).curve, Path(__file__).parent.parent),
-        "machine": machine(),
+        "machine": harness.machine(),
     }
-    (out / f"{algo}__{slug(env)}.json").write_text(json.dumps(record, indent=1))
+    harness.write(out / f"{algo}__{slug(env)}.json", json.dumps(record, indent=1))
     return record
 
 
 def slug(env: str) -> str:
     """`env` as one file name: `gymnasium:ALE/Breakout-v5` -> `ALE-Breakout-v5`."""
     return env.removeprefix("gymnasium:").replace("/", "-")
-
-
-def machine() -> str:
-    """The accelerator the run used, or the CPU's core count where it ran on the CPU."""
-    import jax
-
-    device = jax.devices()[0]
-    if device.platform == "cpu":
-        return f"{os.cpu_count()} CPU cores, {platform.machine()}"
-    return f"1 {device.device_kind} ({device.platform})"
 
 
 def duration(seconds: float) -> str:
@@ -249,7 +234,7 @@ def main() -> None:
                 flush=True,
             )
     text = table(args.out)
-    (args.out / "returns.md").write_text(text + "\n")
+    harness.write(args.out / "returns.md", text + "\n")
     print(text)
 
 

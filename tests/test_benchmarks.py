@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from benchmarks import returns
+from benchmarks import harness, returns
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
     assert returns.iqm(np.array([8.0, 1, 7, 2, 6, 3, 5, 4])) == 4.5  # mean of 3, 4, 5, 6
     assert returns.iqm(np.array([0.0, 10, 10, 1000])) == 10.0
-    low, high = returns.bootstrap_ci(np.arange(16.0), returns.iqm)
+    low, high = harness.bootstrap_ci(np.arange(16.0), returns.iqm)
     assert low < returns.iqm(np.arange(16.0)) < high
 
 
@@ -66,11 +66,11 @@ def test_returns_resume_continues_a_run_cut_short(tmp_path):
 @pytest.mark.slow  # two fresh processes that compile PPO: about 20 s each
 @pytest.mark.parametrize("impl", ["canter", "random"])  # canter-pure shares random's path
 def test_speed_worker_reports_a_measurement(repo_root, impl):
-    command = [sys.executable, "benchmarks/speed.py", "--worker", impl, "2", "4", "16", "4", "ppo"]
+    command = [sys.executable, "benchmarks/speed_ppo.py", "--worker", impl, "2", "4", "16", "4"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["impl"] == impl and result["num_seeds"] == 2
+    assert result["impl"] == impl and result["num_seeds"] == 2 and result["algo"] == "ppo"
     assert result["run_s"] > 0 and result["compile_s"] > 0 and result["peak_rss_mb"] > 0
     assert result["steps_per_s"] == pytest.approx(2 * 4 * 4 * 16 / result["run_s"])
     assert len(result["final_returns"]) == 2
@@ -80,9 +80,9 @@ def test_speed_worker_reports_a_measurement(repo_root, impl):
 def test_speed_worker_measures_canter_updates_alone(repo_root):
     """The bound's worker: TD3 with the MuJoCo preset's networks on gymnax Pendulum-v1, 1,000
     random steps then 500 updates, reporting updates per second and the preset's warm-up."""
-    args = ["--worker", "canter-updates", "1", "1", "1", "1500", "td3-mujoco"]
+    args = ["--worker", "canter-updates", "td3", "1", "1500"]
     done = subprocess.run(
-        [sys.executable, "benchmarks/speed.py", *args],
+        [sys.executable, "benchmarks/speed_mujoco.py", *args],
         capture_output=True, text=True, cwd=repo_root, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -91,40 +91,112 @@ def test_speed_worker_measures_canter_updates_alone(repo_root):
     assert result["updates_per_s"] == pytest.approx(500 / result["run_s"])
 
 
-def test_speed_table_with_the_one_core_bound():
-    """ppo-dp adds the 1-core column: every row has as many cells as the header, and the bound
-    is half the 1-core run time over rejax's, per round."""
-    from benchmarks import speed
+def test_rounds_take_turns_and_ratios_stay_within_a_round(capsys):
+    """Each round runs every implementation once, in order; a ratio divides by the peer's
+    measurement of the same round, and the cell is the median with the rounds beside it."""
+    calls = []
+    times = {"canter": [2.0, 6.0, 3.0], "rejax": [1.0, 2.0, 1.0]}
 
-    impls = speed.impls_for("ppo-dp")
+    def run(impl):
+        calls.append(impl)
+        return {"run_s": times[impl][calls.count(impl) - 1]}
+
+    measured = harness.rounds(3, ("canter", "rejax"), run, lambda r: f"{r['run_s']} s", "x ")
+    assert calls == ["canter", "rejax"] * 3
+    assert harness.ratios(measured, "canter", "rejax", "run_s") == [2.0, 3.0, 3.0]
+    assert harness.ratio_cell([2.0, 3.0, 3.0]) == "3.00 (2.00, 3.00, 3.00)"
+    assert harness.median(measured, "canter", "run_s") == 3.0
+    assert "x round 1: canter 6.0 s, rejax 2.0 s" in capsys.readouterr().out
+    assert harness.mean([1.0, float("nan"), 3.0]) == 2.0
+
+
+def test_speed_table_with_the_one_core_bound(monkeypatch, tmp_path):
+    """ppo-dp adds the 1-core column: the workers run in turn, rejax last; every row has as many
+    cells as the header, and the bound is half the 1-core run time over rejax's, per round."""
+    from benchmarks import speed_dp
+
+    impls = speed_dp.IMPLS
     assert impls == ("canter", "canter-dp", "canter-1core", "rejax")
     run_s = dict(zip(impls, (4.0, 5.0, 6.0, 4.0), strict=True))
-    measured = {
-        impl: dict(compile_s=1.0, run_s=run_s[impl], steps_per_s=1.0 / run_s[impl],
-                   peak_rss_mb=100.0, final_returns=[500.0]) for impl in impls
-    }  # fmt: skip
-    rounds = [measured, measured]
-    row = {"num_seeds": 1, "rounds": rounds, "final_return": {i: 500.0 for i in impls}}
-    for field in ("compile_s", "run_s", "steps_per_s", "peak_rss_mb"):
-        row[field] = {i: rounds[0][i][field] for i in impls}
-        row[f"{field}_ratios"] = {
-            i: [r[i][field] / r["rejax"][field] for r in rounds] for i in impls[:-1]
-        }
-    lines = speed.speed_table({1: row}, "ppo-dp").splitlines()
+    spawned = []
+
+    def spawn(script, impl, num_seeds, *args):
+        spawned.append((script, impl, num_seeds, args))
+        return dict(compile_s=1.0, run_s=run_s[impl], steps_per_s=1.0 / run_s[impl],
+                    peak_rss_mb=100.0, final_returns=[500.0])  # fmt: skip
+
+    monkeypatch.setattr(harness, "spawn", spawn)
+    rows = harness.head_to_head(speed_dp.SCRIPT, 2, [1], impls)
+    assert spawned == [(speed_dp.SCRIPT, impl, 1, ()) for impl in impls] * 2
+    lines = harness.speed_table(rows, impls).splitlines()
     assert len({line.count("|") for line in lines}) == 1, lines
     assert "| 1 | run time (s) | 4.00 | 5.00 | 6.00 | 4.00 | 1.00 (1.00, 1.00) |" in lines[2]
-    assert "0.75x rejax's run time (per round: 0.75, 0.75)" in speed.two_core_bound(row)
-    assert speed.impls_for("ppo") == ("canter", "canter-pure", "rejax")
+    assert "0.75x rejax's run time (per round: 0.75, 0.75)" in harness.two_core_bound(rows[1])
+    assert harness.impls("canter", "canter-pure") == ("canter", "canter-pure", "rejax")
+    harness.report(tmp_path, "speed_ppo-dp", rows, impls)
+    written = (tmp_path / "speed_ppo-dp.md").read_text()
+    assert written.startswith("\n".join(lines) + "\n\nMachine: ")
+    assert json.loads((tmp_path / "speed_ppo-dp.json").read_text())["rows"]["1"]["run_s"] == run_s
+
+
+def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
+    """A worker sends `canter` (and `canter-dp`) to the CLI runner and the others to
+    `jit(vmap(train))`, and its env steps/s counts every seed's steps: PPO's iterations x envs x
+    steps, DQN's and PQN's total_timesteps (timers replaced: nothing is compiled or run)."""
+    from benchmarks import rejax_peer, speed_dp, speed_dqn, speed_minatar, speed_ppo
+
+    timed = []
+
+    def timed_cli(config, make_train, algo, data_parallel=False):
+        timed.append(("cli", algo, config.num_seeds, data_parallel))
+        return 1.0, 2.0, [5.0] * config.num_seeds
+
+    def timed_jit(train, final_return, num_seeds):
+        timed.append(("jit", train, num_seeds))
+        return 1.0, 2.0, [5.0] * num_seeds
+
+    monkeypatch.setattr(harness, "timed_cli", timed_cli)
+    monkeypatch.setattr(harness, "timed_jit", timed_jit)
+    monkeypatch.setattr(rejax_peer, "ppo", lambda setup, eval_every: (eval_every, None))
+    monkeypatch.setattr(rejax_peer, "dqn", lambda config: (config.num_seeds, None))
+
+    dp = speed_dp.work("canter-dp", 1)
+    assert timed.pop() == ("cli", "ppo", 1, True)
+    assert dp["steps_per_s"] == 100 * 1024 * 16 / 2.0 and dp["algo"] == "ppo-dp"
+    ppo = speed_ppo.work("rejax", 2, 4, 16, 4)
+    assert timed.pop() == ("jit", 4, 2)  # evaluated at the end of a 4-iteration run
+    assert ppo["steps_per_s"] == 2 * 4 * 16 * 4 / 2.0 and ppo["final_returns"] == [5.0, 5.0]
+    assert ppo["num_envs"] == 4 and ppo["num_steps"] == 16 and ppo["iterations"] == 4
+    dqn = speed_dqn.work("canter", 8)
+    assert timed.pop() == ("cli", "dqn", 8, False) and dqn["steps_per_s"] == 8 * 500_000 / 2.0
+    speed_dqn.work("rejax", 8)
+    assert timed.pop() == ("jit", 1, 8)  # one seed's config, vmapped over 8 keys
+    pqn = speed_minatar.work("canter", 1, "pqn")
+    assert timed.pop() == ("cli", "pqn", 1, False) and pqn["algo"] == "pqn-minatar"
+    ceiling = speed_minatar.work("random", 1, "pqn")
+    assert timed.pop()[0] == "jit" and ceiling["steps_per_s"] == pqn["steps_per_s"]
+
+
+@pytest.mark.parametrize("script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco"])
+def test_speed_scripts_show_help_without_the_peers(repo_root, script):
+    """Each comparison loads and explains itself without rejax, sbx or MuJoCo installed (the
+    peers are imported inside the workers), naming the command that reproduces it."""
+    path = f"benchmarks/speed_{script}.py"
+    done = subprocess.run(
+        [sys.executable, path, "--help"], capture_output=True, text=True, cwd=repo_root, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"python {path}" in done.stdout and "--repeats" in done.stdout
 
 
 def test_mujoco_update_bound_and_table_keep_each_algorithm():
     """The bound counts only post-warm-up updates (1e5 steps, 25,000 warm-up, 250 updates/s:
     300 s, so 333 env steps/s, 3.33x a 100 steps/s sbx); the table keeps an algorithm not
     measured this time, and every row has the header's cells."""
-    from benchmarks import speed
+    from benchmarks import speed_mujoco
 
     free = {"updates_per_s": 250.0, "preset_learning_starts": 25_000}
-    bound, ratios = speed.update_bound(free, [100.0, 200.0])
+    bound, ratios = speed_mujoco.update_bound(free, [100.0, 200.0])
     assert bound == pytest.approx(1e5 / 300.0)
     assert ratios == pytest.approx([bound / 100.0, bound / 200.0])
     entry = dict(repeats=1, machine="m", date="d")
@@ -132,7 +204,7 @@ def test_mujoco_update_bound_and_table_keep_each_algorithm():
         "td3": dict(entry, rows=["| td3 | env steps/s | 2 | 1 | 2.00 (2.00) |"]),
         "sac": dict(entry, rows=["| sac | env steps/s | 3 | 1 | 3.00 (3.00) |"]),
     }
-    lines = speed.mujoco_table(measured).splitlines()
+    lines = speed_mujoco.mujoco_table(measured).splitlines()
     table = [line for line in lines if line.startswith("|")]
     assert [line.split("|")[1].strip() for line in table[2:]] == ["sac", "td3"]
     assert len({line.count("|") for line in table}) == 1, table
