@@ -3,16 +3,20 @@
     python algorithms/evaluate.py runs/CartPole-v1__ppo__0__20261122-080000 --episodes 32
     python algorithms/evaluate.py RUN_DIR --gif cartpole.gif
 
-Works for every algorithm: each supplies `act`, and evaluation and rendering are built from it
-(`trainer.Train.policy`), with the memory of a recurrent policy carried along.
+Works for every algorithm, forks anywhere included: config.json records the file that made the
+run (common/run/rundir.py). Each algorithm supplies `act`; evaluation and rendering are built
+from it (`trainer.Train.policy`), with the memory of a recurrent policy carried along. Outside
+the repository: `python -m canter.algorithms.evaluate RUN_DIR`.
 """
 
 import dataclasses
 import importlib
+import importlib.util
 import io
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jax
@@ -22,7 +26,7 @@ import tyro
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, is_host_env
 from canter.common.run import checkpoint
-from canter.common.run.batch import Batch, make_batch
+from canter.common.run.batch import make_batch
 from canter.common.run.files import atomic_write
 from canter.common.run.rundir import RunDir
 from PIL import Image
@@ -32,11 +36,38 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
-def load_run(run_dir: Path, episodes: int) -> tuple[Any, Batch, Any, Any, dict]:
+def load_algorithm(out: RunDir, algorithm: Path | None = None) -> ModuleType:
+    """The algorithm module that made the run in `out`: the file `algorithm` if given, else
+    config.json's `source` (its module if importable, else its file), else (runs written
+    before `source` existed) the house file of the run's `algo`."""
+    record = out.read_config()
+    source = record.get("source") or {"file": None, "module": f"canter.algorithms.{record['algo']}"}
+    if algorithm is None and source["module"] is not None:
+        try:
+            return importlib.import_module(source["module"])
+        except ModuleNotFoundError:
+            if source["file"] is None:
+                gone = f"{out.path} was made by {source['module']}, which is gone"
+                raise ConfigError(f"{gone}; point to its file with --algorithm PATH.") from None
+    path = Path(algorithm or source["file"])
+    if not path.is_file():
+        raise ConfigError(
+            f"{out.path} was made by {path}, which is not there any more; point to the "
+            "algorithm file with --algorithm PATH."
+        )
+    sys.path.insert(0, str(path.parent))  # as `python path/to/file.py` would: its neighbours
+    spec = importlib.util.spec_from_file_location(f"canter_run_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_run(run_dir: Path, episodes: int, algorithm: Path | None = None) -> tuple:
     """The algorithm module, the batch, batched configs and state of a run's last checkpoint."""
     out = RunDir(run_dir)
-    algo, config, sweep = out.load_config()
-    module = importlib.import_module(f"canter.algorithms.{algo}")
+    module = load_algorithm(out, algorithm)
+    algo, config, sweep = out.load_config(module.Config)
     batch = make_batch(dataclasses.replace(config, num_eval_envs=episodes), sweep)
     configs, keys = batch.inputs()
     start = jax.vmap(lambda c, k: module.make_train(c).start(k)[0])
@@ -124,7 +155,12 @@ def save_gif(images: list, returns: list[float], path: Path) -> None:
 
 
 def main(
-    run_dir: Path, /, episodes: int = 16, gif: Path | None = None, gif_entry: int = 0
+    run_dir: Path,
+    /,
+    episodes: int = 16,
+    gif: Path | None = None,
+    gif_entry: int = 0,
+    algorithm: Path | None = None,
 ) -> dict[str, Any]:
     """Greedy evaluation of every seed (and sweep point) of a run's last checkpoint.
 
@@ -133,10 +169,12 @@ def main(
         episodes: Greedy episodes per seed, each on a fresh environment.
         gif: Also render one greedy episode to this GIF file.
         gif_entry: Which seed (index in the run, point-major in a sweep) to render.
+        algorithm: The algorithm file that made the run, if it moved since (config.json
+            records where it was).
     """
     if episodes < 1:
         raise ConfigError(f"--episodes must be positive, got {episodes}.")
-    module, batch, configs, state, header = load_run(run_dir, episodes)
+    module, batch, configs, state, header = load_run(run_dir, episodes, algorithm)
     if not 0 <= gif_entry < batch.size:
         raise ConfigError(
             f"--gif-entry {gif_entry} is not an entry of this run (0..{batch.size - 1})."

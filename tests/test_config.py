@@ -82,7 +82,7 @@ def test_config_json_round_trips_exactly(tmp_path, config):
 
     json.loads(out.config_file.read_text(), parse_constant=refuse)  # strict JSON on disk
     assert out.load_config(type(config), algo) == (algo, config, sweep)
-    assert out.load_config() == (algo, config, sweep)  # the Config class found from the algo
+    assert out.load_config(type(config)) == (algo, config, sweep)
     assert out.read_config() == config_record(algo, config, sweep)
     with pytest.raises(ConfigError, match="is a"):
         out.load_config(sac.Config, "sac")

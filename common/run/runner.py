@@ -28,7 +28,7 @@ from canter.common.run.devices import gather, pad, place, use_cpu_cores
 from canter.common.run.interrupts import Preemption, call
 from canter.common.run.logging import MetricsLog
 from canter.common.run.programs import Programs, compile_programs
-from canter.common.run.rundir import RunDir, config_record
+from canter.common.run.rundir import RunDir, algorithm_source, config_record
 
 
 @dataclasses.dataclass
@@ -90,11 +90,13 @@ def run(
     `run_dir=None` writes nothing. A checkpoint is written every `checkpoint_every` intervals
     (0: only at the end) and whenever the run stops. It stops early, checkpointed, after
     `stop_after` intervals in this call (as a preempted job would), on SIGTERM or SIGINT
-    (common/run/interrupts.py), when a callback returns True, and with `stop_on_divergence` when a
-    seed diverges (common/run/health.py); `summary["stopped"]` says why, and the summary covers the
-    intervals done. Each callback is called after every interval with an `Interval`.
+    (common/run/interrupts.py), when a callback returns True, and with `stop_on_divergence` when
+    a seed diverges (common/run/health.py); `summary["stopped"]` says why, and the summary covers
+    the intervals done. Each callback is called after every interval with an `Interval`.
     `data_parallel` splits each seed's envs and minibatches over the devices when there are
     fewer seeds (x sweep points) than devices; the numbers stay those of one device.
+    config.json records the file (and module) `make_train` comes from, so evaluate.py finds a
+    fork's code wherever it lives.
     """
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
@@ -111,90 +113,140 @@ def run(
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
     record = config_record(algo, config, batch.sweep)
     state, eval_keys = programs.start(programs.configs, programs.keys)
-    first, earlier_s, history, diverged = 0, 0.0, [], health.Divergence.none(batch)
+    loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
+    first = 0
     if resume:
-        state, first, earlier_s, history, diverged.first = _resume(out, programs, batch, record)
+        state, first = loop.resume(out, programs, batch, record)
         _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
         if host:
-            _say(say, "host simulators cannot be saved: the episodes in flight restart (their "
-                 "last step reads as truncated), seeded from the checkpoint")  # fmt: skip
-    log = _open_log(out if main else None, batch, train, track, record, history)
-    bar, writer = report.progress(train.num_intervals, first, say), checkpoint.Writer()
+            restart = "the episodes in flight restart (their last step reads as truncated)"
+            _say(say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint")
+    loop.open(track, algorithm_source(make_train))
     end = (
         train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
     )
-    host_s, tic, stopped = 0.0, time.perf_counter(), None
+    stopped = None
     with Preemption() as preemption:
         for i in range(first, end):
             state, metrics, ok = call(  # off the main thread: signals are handled meanwhile
                 programs.interval, programs.configs, state, eval_keys, jnp.int32(i)
             )
-            history.append(jax.tree.map(lambda x: x[: batch.size], gather(metrics)))
-            host_tic = time.perf_counter()
-            bar(i, _line(train, history[-1], i, first, batch.size, host_tic - tic))
-            for b in diverged.update(i + 1, gather(ok)[: batch.size]):
-                _say(say, f"diverged: {diverged.describe(b)} at interval {i + 1} "
-                          f"({train.env_steps(i):,} env steps): a NaN or inf in its state or "
-                          "metrics; the other seeds go on")  # fmt: skip
-            if log is not None:
-                log.log([_row(train, i, history[-1], b) for b in range(batch.size)])
-            stopped = _stop_reason(
-                preemption, callbacks, diverged, stop_on_divergence, batch, train, i, history,
-                lambda state=state: jax.tree.map(batch.arrange, gather(state)),
-            )  # fmt: skip
-            if out is not None and (
-                stopped or i + 1 == end or checkpoint_every and (i + 1) % checkpoint_every == 0
-            ):
-                entries = jax.tree.map(lambda x: x[: batch.size], gather(state))  # a collective
-                header = {
-                    "algo": algo,
-                    "config": record,
-                    "batch": batch.size,
-                    "interval": i + 1,
-                    "run_s": earlier_s + host_tic - tic,
-                    "history": _to_lists(history),
-                    "diverged": diverged.first,
-                }
-                if main:
-                    writer.submit(out.checkpoint, {"state": entries}, header)
-            host_s += time.perf_counter() - host_tic
+            loop.after(i, first, state, metrics, ok)
+            stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, i)
+            due = checkpoint_every and (i + 1) % checkpoint_every == 0
+            if out is not None and (stopped or i + 1 == end or due):
+                loop.save(i, state)
             if stopped:
                 break
-        writer.close()  # the last checkpoint is on disk before the run returns
-    bar(None, "")
-    if stopped is None and len(history) < train.num_intervals:
-        stopped = "stop_after"
-    if stopped:
-        _say(say, _stopped_line(stopped, len(history), train.num_intervals, out))
-    timings = {
-        "compile_s": programs.compile_s,
-        "run_s": earlier_s + time.perf_counter() - tic,
-        "host_s": host_s,
-    }
-    return _finish(algo, batch, train, state, history, timings, log, out, say, stopped, diverged)
+        loop.writer.close()  # the last checkpoint is on disk before the run returns
+    return loop.finish(state, stopped)
+
+
+@dataclasses.dataclass
+class _Loop:
+    """What the interval loop keeps on the host: the metric history, divergence, the log and
+    the checkpoint writer, and the timings (host work between intervals apart)."""
+
+    algo: str
+    batch: Batch
+    train: Any
+    out: RunDir | None  # None: the run writes nothing
+    main: bool  # the process that writes and prints (the only one unless multi-host)
+    say: Callable | None
+    record: dict
+    compile_s: float
+    history: list = dataclasses.field(default_factory=list)
+    diverged: health.Divergence = None  # type: ignore[assignment]
+    earlier_s: float = 0.0
+    host_s: float = 0.0
+    log: MetricsLog | None = None
+    writer: Any = dataclasses.field(default_factory=checkpoint.Writer)
+    bar: Callable = lambda i, line: None  # noqa: E731
+    gather_state: Callable[[], Any] = lambda: None  # noqa: E731
+    tic: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.diverged = health.Divergence.none(self.batch)
+        self.writes = self.out if self.main else None
+
+    def resume(self, out: RunDir, programs: Programs, batch: Batch, record: dict) -> tuple:
+        state, first, self.earlier_s, self.history, self.diverged.first = _resume(
+            out, programs, batch, record
+        )
+        return state, first
+
+    def open(self, track: tuple, source: dict[str, Any]) -> None:
+        """config.json (with where the algorithm's code is), the logs, the progress bar."""
+        first = len(self.history)
+        if self.writes is not None:
+            self.writes.write_config({**self.record, "source": source})
+        self.log = _open_log(self.writes, self.batch, self.train, track, self.record, self.history)
+        self.bar = report.progress(self.train.num_intervals, first, self.say)
+        self.tic = time.perf_counter()
+
+    def after(self, i: int, first: int, state: Any, metrics: Any, ok: Any) -> None:
+        """Host work after interval i: history, progress, divergence, logs."""
+        batch, train = self.batch, self.train
+        self.history.append(jax.tree.map(lambda x: x[: batch.size], gather(metrics)))
+        host_tic = time.perf_counter()
+        self.bar(i, _line(train, self.history[-1], i, first, batch.size, host_tic - self.tic))
+        for b in self.diverged.update(i + 1, gather(ok)[: batch.size]):
+            at = f"at interval {i + 1} ({train.env_steps(i):,} env steps)"
+            why = "a NaN or inf in its state or metrics; the other seeds go on"
+            _say(self.say, f"diverged: {self.diverged.describe(b)} {at}: {why}")
+        if self.log is not None:
+            self.log.log([_row(train, i, self.history[-1], b) for b in range(batch.size)])
+        self.gather_state = lambda: jax.tree.map(batch.arrange, gather(state))
+        self.host_s += time.perf_counter() - host_tic
+
+    def save(self, i: int, state: Any) -> None:
+        """Checkpoint after interval i (written on a background thread)."""
+        entries = jax.tree.map(lambda x: x[: self.batch.size], gather(state))  # a collective
+        if self.writes is None:
+            return
+        header = {
+            "algo": self.algo,
+            "config": self.record,
+            "batch": self.batch.size,
+            "interval": i + 1,
+            "run_s": self.earlier_s + time.perf_counter() - self.tic,
+            "history": _to_lists(self.history),
+            "diverged": self.diverged.first,
+        }
+        self.writer.submit(self.writes.checkpoint, {"state": entries}, header)
+
+    def finish(self, state: Any, stopped: str | None) -> RunResult:
+        self.bar(None, "")
+        if stopped is None and len(self.history) < self.train.num_intervals:
+            stopped = "stop_after"
+        if stopped:
+            total = self.train.num_intervals
+            _say(self.say, _stopped_line(stopped, len(self.history), total, self.out))
+        timings = {
+            "compile_s": self.compile_s,
+            "run_s": self.earlier_s + time.perf_counter() - self.tic,
+            "host_s": self.host_s,
+        }
+        return _finish(self, state, timings, stopped)
 
 
 def _stop_reason(
-    preemption: Preemption,
-    callbacks: Any,
-    diverged: health.Divergence,
-    stop_on_divergence: bool,
-    batch: Batch,
-    train: Any,
-    i: int,
-    history: list,
-    gather_state: Callable[[], Any],
+    preemption: Preemption, callbacks: Any, stop_on_divergence: bool, loop: _Loop, i: int
 ) -> str | None:
     """Why the run stops after interval i, or None: a signal, a divergence, a callback."""
     if preemption.signal:
         return preemption.signal
-    if stop_on_divergence and any(at is not None for at in diverged.first):
+    diverged = loop.diverged.first
+    if stop_on_divergence and any(at is not None for at in diverged):
         return "divergence"
     if not callbacks:
         return None
-    arranged = jax.tree.map(batch.arrange, history[-1])
-    labels = [batch.labels[b] for b, at in enumerate(diverged.first) if at is not None]
-    event = Interval(i, train.num_intervals, train.env_steps(i), arranged, labels, gather_state)
+    batch, train = loop.batch, loop.train
+    arranged = jax.tree.map(batch.arrange, loop.history[-1])
+    labels = [batch.labels[b] for b, at in enumerate(diverged) if at is not None]
+    event = Interval(
+        i, train.num_intervals, train.env_steps(i), arranged, labels, loop.gather_state
+    )
     asked = [getattr(hook, "__name__", type(hook).__name__) for hook in callbacks if hook(event)]
     return f"callback {asked[0]}" if asked else None
 
@@ -213,30 +265,18 @@ def _stopped_line(stopped: str, done: int, total: int, out: RunDir | None) -> st
 def _open_log(
     out: RunDir | None, batch: Batch, train: Any, track: tuple, record: dict, history: list
 ) -> MetricsLog | None:
-    """The metric sinks of a run that writes (config.json first), with the CSVs rewritten
-    from a resumed checkpoint's history."""
+    """The metric sinks of a run that writes, with the CSVs rewritten from a resumed
+    checkpoint's history."""
     if out is None:
         return None
-    out.write_config(record)
     log = MetricsLog(out, batch.labels, track, record)
     log.restore([[_row(train, i, h, b) for i, h in enumerate(history)] for b in range(batch.size)])
     return log
 
 
-def _finish(
-    algo: str,
-    batch: Batch,
-    train: Any,
-    state: Any,
-    history: list,
-    timings: dict,
-    log: MetricsLog | None,
-    out: RunDir | None,
-    say: Callable | None,
-    stopped: str | None,
-    diverged: health.Divergence,
-) -> RunResult:
+def _finish(loop: _Loop, state: Any, timings: dict, stopped: str | None) -> RunResult:
     """Arrange the results by (sweep point,) seed; report them; write summary and curve."""
+    batch, train, history, say = loop.batch, loop.train, loop.history, loop.say
     metrics = {
         group: {
             name: batch.arrange(np.stack([h[group][name] for h in history], 1)) for name in names
@@ -245,20 +285,25 @@ def _finish(
     }
     state = jax.tree.map(batch.arrange, gather(state) if jax.process_count() > 1 else state)
     steps = [train.env_steps(i) for i in range(len(history))]
-    complete = len(history) == train.num_intervals
     summary = report.summarize(
-        algo=algo, batch=batch, metrics=metrics, env_steps=steps[-1], complete=complete,
-        stopped=stopped, diverged=diverged.records(train.env_steps), **timings,
-    )  # fmt: skip
+        algo=loop.algo,
+        batch=batch,
+        metrics=metrics,
+        env_steps=steps[-1],
+        complete=len(history) == train.num_intervals,
+        stopped=stopped,
+        diverged=loop.diverged.records(train.env_steps),
+        **timings,
+    )
     if say is not None:
         report.report(say, summary)
-    if log is not None:
-        log.close()
-        out.write_summary(summary)
-        title = f"{algo} on {batch.config.env}"
-        report.plot_learning_curves(out.curve, batch, steps, metrics, title)
-        _say(say, f"      wrote {out.path}")
-    return RunResult(state, metrics, summary, out.path if out else None)
+    if loop.log is not None:
+        loop.log.close()
+        loop.writes.write_summary(summary)
+        title = f"{loop.algo} on {batch.config.env}"
+        report.plot_learning_curves(loop.writes.curve, batch, steps, metrics, title)
+        _say(say, f"      wrote {loop.writes.path}")
+    return RunResult(state, metrics, summary, loop.out.path if loop.out else None)
 
 
 def _to_lists(tree: Any) -> Any:
