@@ -27,15 +27,15 @@ from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul 
 from canter.common.config import (
     ConfigError,
     NonNegative,
+    NonNegativeInt,
     PositiveFraction,
+    PositiveInt,
     UnitInterval,
     check_budget,
-    check_positive,
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, make_env
-from canter.common.envs.wrappers import episode_metrics
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -50,23 +50,23 @@ class Config:
     """Probability that the env repeats its last action instead (MinAtar games only)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
-    num_seeds: int = 1
+    num_seeds: PositiveInt = 1
     """Independent seeds trained at once (vmapped, one compiled program)."""
-    total_timesteps: int = 500_000
+    total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: int = 2_500
+    eval_every: PositiveInt = 2_500
     """Iterations between greedy evaluations."""
-    num_eval_envs: int = 8
+    num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
-    num_envs: int = 10
+    num_envs: PositiveInt = 10
     """Parallel environments per seed."""
-    buffer_size: int = 10_000
+    buffer_size: PositiveInt = 10_000
     """Replay buffer capacity in transitions."""
-    batch_size: int = 128
+    batch_size: PositiveInt = 128
     """Transitions sampled from the buffer per update."""
-    learning_starts: int = 10_000
+    learning_starts: NonNegativeInt = 10_000
     """Env steps of warm-up before the first update."""
-    train_frequency: int = 10
+    train_frequency: PositiveInt = 10
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
     optimizer: Literal["adam", "rmsprop"] = "adam"
     """Adam, or the MinAtar paper's centred RMSProp (decay 0.95, momentum 0.95, eps 0.01)."""
@@ -76,7 +76,7 @@ class Config:
     """Discount factor."""
     tau: PositiveFraction = 1.0
     """Target network update rate (1.0: hard copy); k updates due at once apply 1-(1-tau)^k."""
-    target_network_frequency: int = 500
+    target_network_frequency: PositiveInt = 500
     """Env steps between target network updates."""
     start_e: UnitInterval = 1.0
     """Exploration epsilon at the start."""
@@ -241,9 +241,6 @@ def act(state: TrainState, obs: Float[Array, "n ..."]) -> Int[Array, " n"]:
 
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
-    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
-    check_positive(config, "buffer_size", "batch_size", "train_frequency")
-    check_positive(config, "target_network_frequency")
     if not all(size > 0 for size in config.hidden_sizes):
         raise ConfigError(f"hidden_sizes must be positive, got {config.hidden_sizes}.")
     check_replay(config)
@@ -251,9 +248,12 @@ def make_train(config: Config) -> trainer.Train:
         raise ConfigError(f"loss must be 'mse' or 'huber', got '{config.loss}'.")
     check_budget(config, config.env_steps_per_iteration)
     env, env_params = make_env(
-        config.env, action=ACTION_SPACE, algorithm="dqn.py", image=config.network == "cnn",
+        config.env,
+        action=ACTION_SPACE,
+        algorithm="dqn.py",
+        image=config.network == "cnn",
         sticky_action_prob=config.sticky_action_prob,
-    )  # fmt: skip
+    )
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
@@ -261,9 +261,13 @@ def make_train(config: Config) -> trainer.Train:
     optimizer = optax.adam(config.learning_rate)
     if config.optimizer == "rmsprop":  # PyTorch's RMSprop: eps outside the square root
         optimizer = optax.rmsprop(
-            config.learning_rate, decay=0.95, eps=0.01, eps_in_sqrt=False, centered=True,
+            config.learning_rate,
+            decay=0.95,
+            eps=0.01,
+            eps_in_sqrt=False,
+            centered=True,
             momentum=0.95,
-        )  # fmt: skip
+        )
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -303,9 +307,13 @@ def make_train(config: Config) -> trainer.Train:
         next_q_target = jax.vmap(target_network)(batch.next_obs)
         next_q_online = jax.vmap(q_network)(batch.next_obs) if config.double_q else next_q_target
         target = td_target(
-            batch.reward, batch.terminated, next_q_target, next_q_online,
-            config.gamma, config.double_q,
-        )  # fmt: skip
+            batch.reward,
+            batch.terminated,
+            next_q_target,
+            next_q_online,
+            config.gamma,
+            config.double_q,
+        )
         (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(q_network, batch, target)
         updates, opt_state = optimizer.update(grads, opt_state, q_network)
         q_network = optax.apply_updates(q_network, updates)
@@ -327,9 +335,13 @@ def make_train(config: Config) -> trainer.Train:
         # every seed, so vmapped seeds run one branch (a test on `env_steps` would run both).
         warm = (iteration + 1) * config.env_steps_per_iteration >= config.learning_starts
         (q_network, opt_state), stats = trainer.when(
-            warm, learn,
-            (state.q_network, state.opt_state), state.target_network, buffer, update_key,
-        )  # fmt: skip
+            warm,
+            learn,
+            (state.q_network, state.opt_state),
+            state.target_network,
+            buffer,
+            update_key,
+        )
         # Target updates fall due when the env-step counter crosses multiples of the frequency;
         # k of them at once (num_envs > frequency) blend as k Polyak steps: 1 - (1 - tau)^k.
         freq = config.target_network_frequency
@@ -343,17 +355,27 @@ def make_train(config: Config) -> trainer.Train:
             "env_steps": env_steps.astype(jnp.float32),
         }
         state = dataclasses.replace(
-            state, q_network=q_network, target_network=target_network, opt_state=opt_state,
-            buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps, key=key,
-        )  # fmt: skip
+            state,
+            q_network=q_network,
+            target_network=target_network,
+            opt_state=opt_state,
+            buffer=buffer,
+            env_state=env_state,
+            obs=obs,
+            env_steps=env_steps,
+            key=key,
+        )
         return state, metrics
 
-    return trainer.Train(
-        init=init, step=step, act=act, env=env, env_params=env_params,
-        num_iterations=config.num_iterations, eval_every=config.eval_every,
+    return trainer.Train.from_config(
+        config,
+        init=init,
+        step=step,
+        act=act,
+        env=env,
+        env_params=env_params,
         env_steps_per_iteration=config.env_steps_per_iteration,
-        num_eval_envs=config.num_eval_envs,
-    )  # fmt: skip
+    )
 
 
 # The MinAtar paper's DQN (kenjyoung/MinAtar examples/dqn.py, all games alike): one env, an
@@ -362,11 +384,23 @@ def make_train(config: Config) -> trainer.Train:
 # conv + 128 ReLU units, sticky actions 0.1. Deviation: epsilon decays from step 0 (MinAtar
 # acts uniformly for the first 5,000 steps, then decays); 1e7 env steps (the paper: 5e6).
 MINATAR = dict(
-    sticky_action_prob=0.1, total_timesteps=10_000_000, eval_every=250_000, num_eval_envs=32,
-    num_envs=1, buffer_size=100_000, batch_size=32, learning_starts=5_000, train_frequency=1,
-    optimizer="rmsprop", target_network_frequency=1_000, end_e=0.1, exploration_fraction=0.01,
-    loss="huber", network="cnn", hidden_sizes=(128,),
-)  # fmt: skip
+    sticky_action_prob=0.1,
+    total_timesteps=10_000_000,
+    eval_every=250_000,
+    num_eval_envs=32,
+    num_envs=1,
+    buffer_size=100_000,
+    batch_size=32,
+    learning_starts=5_000,
+    train_frequency=1,
+    optimizer="rmsprop",
+    target_network_frequency=1_000,
+    end_e=0.1,
+    exploration_fraction=0.01,
+    loss="huber",
+    network="cnn",
+    hidden_sizes=(128,),
+)
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
 
 if __name__ == "__main__":

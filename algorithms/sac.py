@@ -25,16 +25,16 @@ from canter.algorithms import trainer
 from canter.common.blocks.buffer import ReplayBuffer
 from canter.common.config import (
     NonNegative,
+    NonNegativeInt,
     Positive,
     PositiveFraction,
+    PositiveInt,
     UnitInterval,
     check_budget,
-    check_positive,
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MUJOCO_TASKS, make_env
-from canter.common.envs.wrappers import episode_metrics
+from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "continuous"
@@ -47,23 +47,23 @@ class Config:
     """gymnax environment id (continuous actions)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
-    num_seeds: int = 1
+    num_seeds: PositiveInt = 1
     """Independent seeds trained at once (vmapped, one compiled program)."""
-    total_timesteps: int = 50_000
+    total_timesteps: PositiveInt = 50_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: int = 5_000
+    eval_every: PositiveInt = 5_000
     """Iterations between deterministic evaluations."""
-    num_eval_envs: int = 8
+    num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per evaluation."""
-    num_envs: int = 1
+    num_envs: PositiveInt = 1
     """Parallel environments per seed."""
-    buffer_size: int = 100_000
+    buffer_size: PositiveInt = 100_000
     """Replay buffer capacity in transitions."""
-    batch_size: int = 128
+    batch_size: PositiveInt = 128
     """Transitions sampled from the buffer per update (CleanRL: 256)."""
-    learning_starts: int = 1_000
+    learning_starts: NonNegativeInt = 1_000
     """Env steps of uniform random actions before the first update."""
-    train_frequency: int = 1
+    train_frequency: PositiveInt = 1
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
     policy_lr: NonNegative = 3e-4
     """Adam learning rate of the actor."""
@@ -77,7 +77,7 @@ class Config:
     """Tune the entropy temperature towards a target entropy of -action_dim."""
     alpha: Positive = 0.2
     """Entropy temperature when not autotuned (and its initial value when autotuned)."""
-    hidden_size: int = 64
+    hidden_size: PositiveInt = 64
     """Width of the two ReLU hidden layers (CleanRL: 256; 64 is ~8x faster on CPU)."""
 
     @property
@@ -279,17 +279,11 @@ def off_policy_step(
     warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
     metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
-    state = dataclasses.replace(
-        state, agent=agent, buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps,
-        key=key,
-    )  # fmt: skip
-    return state, metrics
+    return TrainState(agent, buffer, env_state, obs, env_steps, key), metrics
 
 
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
-    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
-    check_positive(config, "buffer_size", "batch_size", "train_frequency", "hidden_size")
     check_replay(config)
     check_budget(config, config.env_steps_per_iteration)
     env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="sac.py")
@@ -320,9 +314,14 @@ def make_train(config: Config) -> trainer.Train:
         zero_obs, zero_action = jnp.zeros(obs_dim), jnp.zeros(action_dim)
         example = Transition(zero_obs, zero_action, jnp.array(0.0), jnp.array(False), zero_obs)
         agent = Agent(
-            actor, critic, critic, log_alpha, actor_optimizer.init(actor),
-            critic_optimizer.init(critic), alpha_optimizer.init(log_alpha),
-        )  # fmt: skip
+            actor,
+            critic,
+            critic,
+            log_alpha,
+            actor_optimizer.init(actor),
+            critic_optimizer.init(critic),
+            alpha_optimizer.init(log_alpha),
+        )
         buffer = ReplayBuffer.create(example, config.buffer_size)
         return TrainState(agent, buffer, env_state, obs, jnp.array(0), key)
 
@@ -371,36 +370,50 @@ def make_train(config: Config) -> trainer.Train:
             grad = jax.grad(alpha_loss)(log_alpha, jax.lax.stop_gradient(log_prob))
             updates, alpha_opt_state = alpha_optimizer.update(grad, alpha_opt_state)
             log_alpha = optax.apply_updates(log_alpha, updates)
-        agent = dataclasses.replace(
-            agent, actor=actor, critic=critic, log_alpha=log_alpha,
-            target_critic=polyak_update(critic, agent.target_critic, config.tau),
-            actor_opt_state=actor_opt_state, critic_opt_state=critic_opt_state,
-            alpha_opt_state=alpha_opt_state,
-        )  # fmt: skip
+        target_critic = polyak_update(critic, agent.target_critic, config.tau)
+        opt_states = (actor_opt_state, critic_opt_state, alpha_opt_state)
+        agent = Agent(actor, critic, target_critic, log_alpha, *opt_states)
         return agent, dict(
-            value_loss=q_loss, q_values=q_mean, actor_loss=pi_loss,
-            alpha=jnp.exp(log_alpha), entropy=-jnp.mean(log_prob),  # entropy from samples
-        )  # fmt: skip
+            value_loss=q_loss,
+            q_values=q_mean,
+            actor_loss=pi_loss,
+            alpha=jnp.exp(log_alpha),
+            entropy=-jnp.mean(log_prob),  # entropy from samples
+        )
 
     def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
         mean, _ = jax.vmap(state.agent.actor)(obs)  # deterministic: the squashed mean
         return offset + scale * jnp.tanh(mean)
 
     step = functools.partial(
-        off_policy_step, config=config, env=env, env_params=env_params, explore=explore,
+        off_policy_step,
+        config=config,
+        env=env,
+        env_params=env_params,
+        explore=explore,
         update=update,
-    )  # fmt: skip
-    return trainer.Train(
-        init=init, step=step, act=act, env=env, env_params=env_params,
-        num_iterations=config.num_iterations, eval_every=config.eval_every,
+    )
+    return trainer.Train.from_config(
+        config,
+        init=init,
+        step=step,
+        act=act,
+        env=env,
+        env_params=env_params,
         env_steps_per_iteration=config.env_steps_per_iteration,
-        num_eval_envs=config.num_eval_envs,
-    )  # fmt: skip
+    )
 
 
 # CleanRL's MuJoCo SAC, but the actor updated every step (CleanRL: twice every second step).
-MUJOCO = dict(total_timesteps=10**6, eval_every=10_000, num_eval_envs=4, buffer_size=10**6,
-              batch_size=256, learning_starts=5_000, hidden_size=256)  # fmt: skip
+MUJOCO = dict(
+    total_timesteps=10**6,
+    eval_every=10_000,
+    num_eval_envs=4,
+    buffer_size=10**6,
+    batch_size=256,
+    learning_starts=5_000,
+    hidden_size=256,
+)
 PRESETS = {task: dict(MUJOCO, env=f"gymnasium:{task}") for task in MUJOCO_TASKS}
 
 if __name__ == "__main__":

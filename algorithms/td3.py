@@ -6,6 +6,8 @@ smoothing (clipped noise on the target action), and delayed actor and target upd
 `policy_frequency` critic updates). Deviates on time limits (a truncated episode bootstraps
 from its final observation) and by default uses 64 units and batches of 128, enough for
 Pendulum; `--preset HalfCheetah-v5` (Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
+Three flags swap in sbx's choices (`--no-delayed-targets`, `--actor-min-q`, `--lecun-init`)
+for ablations (benchmarks/td3_variants.py); their defaults are the paper's and CleanRL's.
 
     python algorithms/td3.py --env Pendulum-v1 --num-seeds 4
     python algorithms/td3.py --preset HalfCheetah-v5 --num-seeds 2   # pip install -e ".[mujoco]"
@@ -24,15 +26,15 @@ from canter.algorithms import trainer
 from canter.common.blocks.buffer import ReplayBuffer
 from canter.common.config import (
     NonNegative,
+    NonNegativeInt,
     PositiveFraction,
+    PositiveInt,
     UnitInterval,
     check_budget,
-    check_positive,
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MUJOCO_TASKS, make_env
-from canter.common.envs.wrappers import episode_metrics
+from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "continuous"
@@ -45,31 +47,31 @@ class Config:
     """gymnax environment id (continuous actions)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
-    num_seeds: int = 1
+    num_seeds: PositiveInt = 1
     """Independent seeds trained at once (vmapped, one compiled program)."""
-    total_timesteps: int = 50_000
+    total_timesteps: PositiveInt = 50_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: int = 5_000
+    eval_every: PositiveInt = 5_000
     """Iterations between deterministic evaluations."""
-    num_eval_envs: int = 8
+    num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per evaluation."""
-    num_envs: int = 1
+    num_envs: PositiveInt = 1
     """Parallel environments per seed."""
-    buffer_size: int = 100_000
+    buffer_size: PositiveInt = 100_000
     """Replay buffer capacity in transitions."""
-    batch_size: int = 128
+    batch_size: PositiveInt = 128
     """Transitions sampled from the buffer per update (CleanRL: 256)."""
-    learning_starts: int = 1_000
+    learning_starts: NonNegativeInt = 1_000
     """Env steps of uniform random actions before the first update."""
-    train_frequency: int = 1
+    train_frequency: PositiveInt = 1
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
     learning_rate: NonNegative = 3e-4
     """Adam learning rate of actor and critics."""
     gamma: UnitInterval = 0.99
     """Discount factor."""
     tau: PositiveFraction = 0.005
-    """Polyak rate of the target networks, applied at every actor update."""
-    policy_frequency: int = 2
+    """Polyak rate of the target networks, applied at every target update."""
+    policy_frequency: PositiveInt = 2
     """Critic updates per actor (and target) update: the delay."""
     exploration_noise: NonNegative = 0.1
     """Std of the Gaussian exploration noise, in units of the action scale."""
@@ -77,8 +79,16 @@ class Config:
     """Std of the target policy smoothing noise, in units of the action scale."""
     noise_clip: NonNegative = 0.5
     """Bound on the target policy smoothing noise, in units of the action scale."""
-    hidden_size: int = 64
+    hidden_size: PositiveInt = 64
     """Width of the two ReLU hidden layers (CleanRL: 256; 64 is ~8x faster on CPU)."""
+    delayed_targets: bool = True
+    """Update the targets with the delayed actor (the TD3 paper, CleanRL); else after every
+    critic update, towards the actor before that step's actor update (sbx's TD3)."""
+    actor_min_q: bool = False
+    """The actor maximises min(Q1, Q2) (sbx's TD3); else Q1 alone (the TD3 paper, CleanRL)."""
+    lecun_init: bool = False
+    """LeCun-normal weights and zero biases for actor and critics (Flax's Dense default, as in
+    sbx); else Equinox's default, PyTorch's uniform +-1/sqrt(fan_in) (CleanRL)."""
 
     @property
     def vector_steps_per_iteration(self) -> int:
@@ -204,6 +214,26 @@ def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""])
     return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
 
 
+def update_targets(agent: Agent, tau: float | Float[Array, ""]) -> Agent:
+    """Both targets one Polyak step towards the agent's actor and critics."""
+    return dataclasses.replace(
+        agent,
+        target_actor=polyak_update(agent.actor, agent.target_actor, tau),
+        target_critic=polyak_update(agent.critic, agent.target_critic, tau),
+    )
+
+
+def lecun_init(mlp: MLP, key: PRNGKeyArray) -> MLP:
+    """`mlp` (built from `key`) with Flax's Dense init: truncated LeCun-normal weights, zero
+    biases. The keys are those of td3_variants.py's committed `flaxinit` runs."""
+    init = jax.nn.initializers.lecun_normal(in_axis=-1, out_axis=-2)
+    keys = jax.random.split(jax.random.split(key, 3)[0], 3)
+    weights = [init(k, layer.weight.shape) for layer, k in zip(mlp.layers, keys, strict=True)]
+    biases = [jnp.zeros_like(layer.bias) for layer in mlp.layers]
+    mlp = eqx.tree_at(lambda m: [layer.weight for layer in m.layers], mlp, weights)
+    return eqx.tree_at(lambda m: [layer.bias for layer in m.layers], mlp, biases)
+
+
 # Copied from algorithms/sac.py::critic_loss
 def critic_loss(critic: TwinCritic, batch: Transition, target: Array) -> tuple[Array, Array]:
     """Squared TD error of both critics, summed over the two (CleanRL), and the mean Q."""
@@ -257,18 +287,11 @@ def off_policy_step(
     warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
     metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
-    state = dataclasses.replace(
-        state, agent=agent, buffer=buffer, env_state=env_state, obs=obs, env_steps=env_steps,
-        key=key,
-    )  # fmt: skip
-    return state, metrics
+    return TrainState(agent, buffer, env_state, obs, env_steps, key), metrics
 
 
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
-    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
-    check_positive(config, "buffer_size", "batch_size", "train_frequency", "hidden_size")
-    check_positive(config, "policy_frequency")
     check_replay(config)
     check_budget(config, config.env_steps_per_iteration)
     env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="td3.py")
@@ -289,10 +312,12 @@ def make_train(config: Config) -> trainer.Train:
         actor_key, critic_key, env_key, key = jax.random.split(key, 4)
         actor = MLP(obs_dim, action_dim, config.hidden_size, actor_key)
         critic = TwinCritic(obs_dim, action_dim, config.hidden_size, critic_key)
-        agent = Agent(
-            actor, actor, critic, critic, actor_optimizer.init(actor),
-            critic_optimizer.init(critic),
-        )  # fmt: skip
+        if config.lecun_init:  # each network from the key it was built with (TwinCritic's split)
+            actor = lecun_init(actor, actor_key)
+            nets = eqx.filter_vmap(lecun_init)(critic.nets, jax.random.split(critic_key, 2))
+            critic = eqx.tree_at(lambda c: c.nets, critic, nets)
+        opt_states = (actor_optimizer.init(actor), critic_optimizer.init(critic))
+        agent = Agent(actor, actor, critic, critic, *opt_states)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         zero_obs = jnp.zeros(obs_dim)
         example = Transition(
@@ -311,18 +336,15 @@ def make_train(config: Config) -> trainer.Train:
         return jnp.where(env_steps < config.learning_starts, random_action, policy_action)
 
     def actor_loss(actor: MLP, critic: TwinCritic, obs: Array) -> Array:
-        return -jnp.mean(jax.vmap(critic)(obs, policy(actor, obs))[:, 0])  # first critic only
+        q = jax.vmap(critic)(obs, policy(actor, obs))
+        return -jnp.mean(q.min(axis=-1) if config.actor_min_q else q[:, 0])  # default: Q1 only
 
     def update_actor(agent: Agent, obs: Array) -> tuple[Agent, Array]:
         loss, grads = jax.value_and_grad(actor_loss)(agent.actor, agent.critic, obs)
         updates, actor_opt_state = actor_optimizer.update(grads, agent.actor_opt_state)
         actor = optax.apply_updates(agent.actor, updates)
-        agent = dataclasses.replace(
-            agent, actor=actor, actor_opt_state=actor_opt_state,
-            target_actor=polyak_update(actor, agent.target_actor, config.tau),
-            target_critic=polyak_update(agent.critic, agent.target_critic, config.tau),
-        )  # fmt: skip
-        return agent, loss
+        agent = dataclasses.replace(agent, actor=actor, actor_opt_state=actor_opt_state)
+        return (update_targets(agent, config.tau) if config.delayed_targets else agent), loss
 
     def update(
         agent: Agent, buffer: ReplayBuffer, key: PRNGKeyArray, count: Array
@@ -341,7 +363,9 @@ def make_train(config: Config) -> trainer.Train:
         updates, critic_opt_state = critic_optimizer.update(grads, agent.critic_opt_state)
         critic = optax.apply_updates(agent.critic, updates)
         agent = dataclasses.replace(agent, critic=critic, critic_opt_state=critic_opt_state)
-        # Delayed policy and target updates, counted in critic updates.
+        if not config.delayed_targets:  # sbx: the targets follow every critic update
+            agent = update_targets(agent, config.tau)
+        # Delayed policy (and by default target) updates, counted in critic updates.
         agent, pi_loss = trainer.when(
             count % config.policy_frequency == 0, update_actor, agent, batch.obs
         )
@@ -351,22 +375,36 @@ def make_train(config: Config) -> trainer.Train:
         return policy(state.agent.actor, obs)
 
     step = functools.partial(
-        off_policy_step, config=config, env=env, env_params=env_params, explore=explore,
+        off_policy_step,
+        config=config,
+        env=env,
+        env_params=env_params,
+        explore=explore,
         update=update,
-    )  # fmt: skip
-    return trainer.Train(
-        init=init, step=step, act=act, env=env, env_params=env_params,
-        num_iterations=config.num_iterations, eval_every=config.eval_every,
+    )
+    return trainer.Train.from_config(
+        config,
+        init=init,
+        step=step,
+        act=act,
+        env=env,
+        env_params=env_params,
         env_steps_per_iteration=config.env_steps_per_iteration,
-        num_eval_envs=config.num_eval_envs,
-    )  # fmt: skip
+    )
 
 
 # CleanRL's MuJoCo TD3 (td3_continuous_action.py): 256-unit networks, batch 256, buffer 1e6, 25,000
 # random steps, lr 3e-4, exploration noise 0.1, target noise 0.2 clipped at 0.5, actor every 2nd
 # update, 1e6 env steps.
-MUJOCO = dict(total_timesteps=1_000_000, eval_every=10_000, num_eval_envs=4, buffer_size=10**6,
-              batch_size=256, learning_starts=25_000, hidden_size=256)  # fmt: skip
+MUJOCO = dict(
+    total_timesteps=1_000_000,
+    eval_every=10_000,
+    num_eval_envs=4,
+    buffer_size=10**6,
+    batch_size=256,
+    learning_starts=25_000,
+    hidden_size=256,
+)
 PRESETS = {task: dict(MUJOCO, env=f"gymnasium:{task}") for task in MUJOCO_TASKS}
 
 if __name__ == "__main__":

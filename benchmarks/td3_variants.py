@@ -4,21 +4,22 @@ sbx's TD3 differs from the TD3 paper and CleanRL (which td3.py follows) in two p
 its Flax networks: its target networks follow at every critic update, not with the delayed
 actor, and its actor maximises the smaller of the two critics, not the first. Flax also starts
 from another initialisation (LeCun-normal weights, zero biases; PyTorch's and Equinox's draw
-both uniformly in +-1/sqrt(fan_in)). Each variant here is td3.py's own text with named
-replacements (each must match once, so a changed td3.py fails loudly), loaded as a module and
-trained by `returns.py`'s `run_one`; the seeds equal td3.py's seeds, so warm-up data (and for
-`sbxrule` the initial networks) are the same, and the table pairs each variant's seeds with
-td3.py's runs of the same preset and budget in `results/returns*/`.
+both uniformly in +-1/sqrt(fan_in)). Each is a Config flag of td3.py (`delayed_targets`,
+`actor_min_q`, `lecun_init`); a variant here names a set of them, and runs as td3.py under
+the name `td3_<variant>` through `returns.py`'s `run_one`. The seeds equal td3.py's seeds, so
+warm-up data (and for `sbxrule` the initial networks) are the same, and the table pairs each
+variant's seeds with td3.py's runs of the same preset and budget in `results/returns*/`.
 
     python benchmarks/td3_variants.py --variant sbxrule --seed 2    # seeds 2 and 3
     python benchmarks/td3_variants.py --table-only
 """
 
 import argparse
-import importlib.util
+import functools
 import itertools
 import json
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -32,59 +33,25 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = RESULTS / "td3_variants"
 
-TAB = " " * 4  # one indent level of td3.py
+# td3.py's flags each variant sets; the rest keep their defaults (the TD3 paper, CleanRL).
 VARIANTS = {
     # sbx (sbx/td3/td3.py): soft-update both targets after every critic step, actor on min(Q).
-    "sbxrule": [
-        ("policy(actor, obs))[:, 0])  # first critic only", "policy(actor, obs)).min(axis=-1))"),
-        (
-            f"{TAB * 3}target_actor=polyak_update(actor, agent.target_actor, config.tau),\n"
-            f"{TAB * 3}target_critic=polyak_update(agent.critic, agent.target_critic, "
-            "config.tau),\n",
-            "",
-        ),
-        (
-            f"{TAB * 2}agent = dataclasses.replace(agent, critic=critic, critic_opt_state=",
-            f"{TAB * 2}agent = dataclasses.replace(agent, "
-            "target_actor=polyak_update(agent.actor, agent.target_actor, config.tau), "
-            "target_critic=polyak_update(critic, agent.target_critic, config.tau), "
-            "critic=critic, critic_opt_state=",
-        ),
-    ],
+    "sbxrule": dict(delayed_targets=False, actor_min_q=True),
     # Flax's Dense default: LeCun-normal (truncated) weights, zero biases, for actor and critics.
-    "flaxinit": [
-        (
-            f'\n{TAB}def __call__(self, x: Float[Array, " in_size"])',
-            f"{TAB * 2}init = jax.nn.initializers.lecun_normal(in_axis=-1, out_axis=-2)\n"
-            f"{TAB * 2}self.layers = tuple(eqx.tree_at(lambda l: (l.weight, l.bias), layer, "
-            "(init(k, layer.weight.shape), jnp.zeros_like(layer.bias))) "
-            "for layer, k in zip(self.layers, jax.random.split(keys[0], 3), strict=True))\n"
-            f'\n{TAB}def __call__(self, x: Float[Array, " in_size"])',
-        ),
-    ],
+    "flaxinit": dict(lecun_init=True),
 }
 
 
-def variant_source(name: str) -> str:
-    """td3.py's text with `name`'s replacements; each must match td3.py exactly once."""
-    text = (ROOT / "algorithms" / "td3.py").read_text()
-    for old, new in VARIANTS[name]:
-        if text.count(old) != 1:
-            raise SystemExit(
-                f"variant {name}: td3.py no longer holds this text exactly once (it has "
-                f"changed; update VARIANTS):\n{old}"
-            )
-        text = text.replace(old, new)
-    return text
-
-
 def load_variant(name: str) -> str:
-    """Load the variant as module `algorithms.td3_<name>` (for `run_one`); return its algo name."""
+    """Register td3.py with `name`'s flags as module `canter.algorithms.td3_<name>` (what
+    `run_one` imports; its results are filed under that name); return the name."""
+    from canter.algorithms import td3
+
     algo = f"td3_{name}"
-    spec = importlib.util.spec_from_loader(f"canter.algorithms.{algo}", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    exec(compile(variant_source(name), f"<td3.py, variant {name}>", "exec"), module.__dict__)
+    module = types.ModuleType(f"canter.algorithms.{algo}", f"td3.py with {VARIANTS[name]}")
+    module.Config = functools.partial(td3.Config, **VARIANTS[name])
+    module.make_train, module.PRESETS = td3.make_train, td3.PRESETS
+    sys.modules[module.__name__] = module
     return algo
 
 

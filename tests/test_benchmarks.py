@@ -276,8 +276,8 @@ def test_readme_tables_are_the_benchmark_outputs(repo_root):
 
 
 def test_td3_variants_change_only_what_they_name():
-    """Each variant applies to td3.py as it stands; sbxrule's targets follow at the first critic
-    update (td3.py's wait for the delayed actor), flaxinit starts from zero biases."""
+    """Each variant is td3.py with its flags: sbxrule's targets follow at the first critic update
+    (td3.py's wait for the delayed actor), flaxinit starts from zero biases."""
     import sys
 
     import jax
@@ -287,12 +287,20 @@ def test_td3_variants_change_only_what_they_name():
 
     sbx = sys.modules[f"canter.algorithms.{td3_variants.load_variant('sbxrule')}"]
     flax = sys.modules[f"canter.algorithms.{td3_variants.load_variant('flaxinit')}"]
-    assert all((layer.bias == 0).all() for layer in flax.MLP(3, 2, 16, jax.random.key(0)).layers)
-    assert not all((layer.bias == 0).all() for layer in td3.MLP(3, 2, 16, jax.random.key(0)).layers)
+    small = dict(hidden_size=8, batch_size=4, learning_starts=1)
+
+    def start(module):
+        train = module.make_train(module.Config(**small))
+        return train, train.init(jax.random.key(0))
+
+    def biases(agent):
+        return [layer.bias for net in (agent.actor, agent.critic.nets) for layer in net.layers]
+
+    assert all((bias == 0).all() for bias in biases(start(flax)[1].agent))
+    assert not all((bias == 0).all() for bias in biases(start(td3)[1].agent))
     for module, moved in ((td3, False), (sbx, True)):
         # One iteration, one update (count 1 of policy_frequency 2: no actor update).
-        train = module.make_train(module.Config(hidden_size=8, batch_size=4, learning_starts=1))
-        state = train.init(jax.random.key(0))
+        train, state = start(module)
         after, _ = train.step(state, jax.numpy.int32(0))
         first = lambda critic: critic.nets.layers[0].weight  # noqa: E731
         assert bool((first(after.agent.critic) != first(state.agent.critic)).any())

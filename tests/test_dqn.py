@@ -211,7 +211,7 @@ def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
         (dict(train_frequency=3), ["train_frequency = 3", "num_envs = 10"]),
         (dict(buffer_size=4), ["buffer_size = 4", "num_envs = 10"]),
         (dict(total_timesteps=5), ["smaller than one iteration"]),
-        (dict(batch_size=0), ["positive", "batch_size=0"]),
+        (dict(batch_size=0), ["Out of range", "batch_size = 0"]),
     ],
 )
 def test_bad_config_raises_config_error(overrides, needles):

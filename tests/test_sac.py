@@ -190,8 +190,8 @@ def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
     "overrides, needles",
     [
         (dict(num_envs=4, train_frequency=3), ["train_frequency = 3", "num_envs = 4"]),
-        (dict(total_timesteps=0), ["positive", "total_timesteps=0"]),
-        (dict(buffer_size=0), ["positive", "buffer_size=0"]),
+        (dict(total_timesteps=0), ["Out of range", "total_timesteps = 0"]),
+        (dict(buffer_size=0), ["Out of range", "buffer_size = 0"]),
     ],
 )
 def test_bad_config_raises_config_error(overrides, needles):
