@@ -1,0 +1,118 @@
+"""The fork, as docs/forking.md tells it: copy an algorithm file, in the repository or into
+another project, and it trains, resumes and evaluates; the test suite's checks stay green."""
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.checks import kill_after_checkpoint
+from tests.test_copies import copy_problems, unmarked_copies
+
+# 40 iterations of 4 envs x 16 steps, evaluated every 4: long enough to kill after a checkpoint.
+TINY = ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1"]
+TINY += ["--total-timesteps", str(4 * 16 * 40), "--eval-every", "4", "--num-eval-envs", "2"]
+
+
+def start(script: Path, cwd: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, str(script), *args]
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(process: subprocess.Popen) -> str:
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err.decode()[-3000:]
+    return out.decode()
+
+
+def train_kill_resume(script: Path, cwd: Path, run_dir: Path) -> dict:
+    """Train the fork, SIGKILL it after a checkpoint, resume it to the end; its config.json."""
+    victim = start(script, cwd, *TINY, "--run-dir", str(run_dir), "--checkpoint-every", "1")
+    assert kill_after_checkpoint(victim, run_dir, 2) >= 2
+    out = finish(start(script, cwd, "--resume", str(run_dir)))
+    assert "resumed from" in out and "done: return" in out
+    return json.loads((run_dir / "config.json").read_text())
+
+
+def evaluate(cwd: Path, run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "canter.algorithms.evaluate", str(run_dir), *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_fork_inside_the_repository_trains_resumes_evaluates(repo_root, tmp_path):
+    name = f"my_ppo_{uuid.uuid4().hex[:8]}"
+    fork = repo_root / "algorithms" / f"{name}.py"
+    shutil.copy(repo_root / "algorithms" / "ppo.py", fork)
+    try:
+        record = train_kill_resume(fork, tmp_path, tmp_path / "run")
+        assert record["algo"] == name
+        assert record["source"] == {"file": str(fork), "module": f"canter.algorithms.{name}"}
+        done = evaluate(tmp_path, tmp_path / "run", "--episodes", "2")
+        assert done.returncode == 0 and "mean over entries" in done.stdout, done.stderr[-3000:]
+        # The house's checks with the fork beside the house files: still green.
+        assert not copy_problems(repo_root)[1]
+        assert not unmarked_copies(repo_root)
+    finally:
+        fork.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_a_fork_in_a_project_with_its_own_common_package(repo_root, tmp_path):
+    project = tmp_path / "project"
+    (project / "common").mkdir(parents=True)
+    # The project's own `common` (a common folder name): the fork imports it, canter's code
+    # must not be shadowed by it, nor shadow it.
+    (project / "common" / "__init__.py").write_text("OWN = 'the project'\n")
+    source = (repo_root / "algorithms" / "ppo.py").read_text()
+    anchor = "from canter.algorithms import trainer\n"
+    assert anchor in source
+    own = "import common  # the project's own package\n"
+    fork_text = source.replace(anchor, own + anchor) + "\nassert common.OWN == 'the project'\n"
+    fork = project / "my_ppo.py"
+    fork.write_text(fork_text)
+    record = train_kill_resume(fork, project, tmp_path / "run")
+    assert record["source"] == {"file": str(fork), "module": None}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = evaluate(elsewhere, tmp_path / "run", "--episodes", "2")
+    assert done.returncode == 0 and "mean over entries" in done.stdout, done.stderr[-3000:]
+    # The project moved: evaluate says so before compiling, and --algorithm points to it.
+    project.rename(tmp_path / "moved")
+    moved = tmp_path / "moved" / "my_ppo.py"
+    done = evaluate(elsewhere, tmp_path / "run", "--episodes", "2")
+    assert done.returncode == 2 and "--algorithm PATH" in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    done = evaluate(elsewhere, tmp_path / "run", "--episodes", "2", "--algorithm", str(moved))
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_every_package_folder_is_installed_under_canter(repo_root):
+    """The wheel's package list names every folder with an __init__.py, mapped under canter."""
+    project = tomllib.loads((repo_root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert project["package-dir"] == {"canter.algorithms": "algorithms", "canter.common": "common"}
+    folders = {
+        "canter." + ".".join(init.parent.relative_to(repo_root).parts)
+        for top in ("algorithms", "common")
+        for init in (repo_root / top).rglob("__init__.py")
+    }
+    assert set(project["packages"]) == folders
+
+
+def test_no_bare_algorithms_or_common_imports(repo_root):
+    """Code imports canter's packages by their installed names only (`canter.common...`): a
+    bare `import common` would pick up a user's own package of that name."""
+    offenders = []
+    for top in ("algorithms", "common", "tests", "benchmarks"):
+        for path in (repo_root / top).rglob("*.py"):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                words = line.strip().split()
+                if words[:1] in (["import"], ["from"]) and len(words) > 1:
+                    if words[1].split(".")[0] in ("algorithms", "common"):
+                        offenders.append(f"{path.relative_to(repo_root)}:{number}: {line}")
+    assert not offenders, "\n".join(offenders)
