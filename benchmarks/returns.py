@@ -37,9 +37,10 @@ from benchmarks import harness  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results" / "returns"
 
 # Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
-# (docs/design.md, "Reference returns") for every algorithm on classic control; on MinAtar, the number of
-# the reference the algorithm's preset follows, where one was published (gymnax-blines PPO,
-# MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN give curves only).
+# (docs/design.md, "Reference returns") for every algorithm on classic control; on MinAtar,
+# the number of the reference the algorithm's preset follows, where one was published
+# (gymnax-blines PPO, MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN
+# give curves only).
 GYMNAX_BLINES = {
     "CartPole-v1": (500.0, 150_000),
     "Acrobot-v1": (-80.0, 500_000),

@@ -258,23 +258,6 @@ def test_permutation_p_is_exact():
     assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0
 
 
-def test_readme_tables_are_the_benchmark_outputs(repo_root):
-    """The README's results and speed tables are copies of what the scripts last wrote."""
-    readme = (repo_root / "README.md").read_text()
-    results = ("returns/returns.md", "peer_returns/peer_returns.md", "speed.md", "scaling.md")
-    results += ("td3_variants/td3_variants.md",)
-    results += ("conv_cpu.md",)
-    results += tuple(
-        f"speed_{algo}.md"
-        for algo in ("dqn", "sac", "td3", "ppo-minatar", "pqn-minatar", "ppo-dp", "host", "mujoco")
-    )
-    for path in (f"benchmarks/results/{name}" for name in results):
-        table = [
-            line for line in (repo_root / path).read_text().splitlines() if line.startswith("|")
-        ]
-        assert table and "\n".join(table) in readme, f"README.md is out of step with {path}"
-
-
 def test_td3_variants_change_only_what_they_name():
     """Each variant is td3.py with its flags: sbxrule's targets follow at the first critic update
     (td3.py's wait for the delayed actor), flaxinit starts from zero biases."""

@@ -1,4 +1,4 @@
-"""Learning regression against the reference returns (ARCHITECTURE.md, section 7)."""
+"""Learning regression against the reference returns (docs/design.md, "Reference returns")."""
 
 import pytest
 from canter.algorithms import ppo, trainer

@@ -1,0 +1,63 @@
+"""docs/ stays in step with what it shows: every generated table equals the results file it is
+rendered from (benchmarks/render_docs.py), every table the benchmark scripts wrote is shown in
+some doc, and every relative link in README.md and docs/ leads somewhere."""
+
+import re
+from pathlib import Path
+
+from benchmarks import render_docs
+
+
+def test_docs_tables_are_the_benchmark_outputs(repo_root):
+    shown = set()
+    for doc in render_docs.docs(repo_root):
+        text = doc.read_text()
+        stale = render_docs.render(text, repo_root) != text
+        assert not stale, f"{doc.name} is out of step: run python benchmarks/render_docs.py"
+        shown.update(render_docs.sources(text))
+    results = (repo_root / "benchmarks" / "results").rglob("*.md")
+    written = {p.relative_to(repo_root).as_posix() for p in results if render_docs.tables(p)}
+    assert not written - shown, f"results no doc shows: {sorted(written - shown)}"
+    assert shown <= written, f"docs show results that do not exist: {sorted(shown - written)}"
+
+
+def test_render_replaces_only_the_marked_block(tmp_path):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "a.md").write_text("| x |\n|---|\n| 1 |\n\nMachine: cpu.\n\n| y |\n|---|\n")
+    doc = (
+        "Before.\n\n<!-- table: benchmarks/results/a.md -->\n| old |\n<!-- end table -->\nAfter.\n"
+    )
+    new = render_docs.render(doc, tmp_path)
+    table = "| x |\n|---|\n| 1 |\n\n| y |\n|---|"
+    assert new == doc.replace("| old |\n", f"\n{table}\n\n")
+    assert render_docs.render(new, tmp_path) == new
+    assert render_docs.sources(new) == ["benchmarks/results/a.md"]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def prose(path: Path) -> str:
+    """A Markdown file without its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", path.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_relative_links_resolve(repo_root):
+    pages = [repo_root / "README.md", *render_docs.docs(repo_root)]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose(page)):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            goal = (page.parent / path).resolve() if path else page
+            if not goal.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and goal.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", prose(goal), re.MULTILINE)
+                if anchor not in {slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

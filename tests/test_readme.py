@@ -1,0 +1,181 @@
+"""The README works as written, and stays a front door (at most 200 lines).
+
+Every line of its bash blocks is accounted for: training, evaluation and file commands run (with
+a tiny budget appended) in a scratch directory whose algorithms/ links to the repository's
+files, so nothing is written into the repository; `RUN_DIR` stands for the run directory the
+previous run wrote, and `~/` for a scratch home. Set-up, install and CI lines are checked
+against .ci/run and pyproject.toml instead of run, and a command whose extra is not installed
+is checked against the script's --help. The Python snippet runs as it stands.
+"""
+
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+CI = (ROOT / ".ci" / "run").read_text()
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+# Appended to a command (flags it does not already give) so that it runs in seconds; keyed by
+# the algorithm file's name (a fork `my_ppo.py` gets ppo's). A `--resume` run takes none: its
+# saved config is the default and a differing flag is refused.
+TINY = {
+    "ppo": "--num-envs 4 --num-steps 32 --total-timesteps 256 --eval-every 1 --num-eval-envs 2",
+    "sac": "--total-timesteps 200 --learning-starts 100 --buffer-size 1000 --eval-every 100"
+    " --num-eval-envs 1",
+    "ppo_atari": "--num-envs 2 --num-steps 64 --total-timesteps 256 --eval-every 1"
+    " --num-eval-envs 1 --eval-max-steps 50",
+}
+# What a command's env needs beyond the base install: (a word in the command, its module).
+EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco")]
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, re.DOTALL | re.MULTILINE)
+
+
+def commands(block: str) -> list[str]:
+    """The commands of a bash block: one per line and per `&&`, comments dropped."""
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [part.strip() for line in lines if line for part in line.split(" && ")]
+
+
+BASH = blocks("bash")
+
+
+def test_readme_is_a_front_door():
+    assert len(README.splitlines()) <= 200, "README.md is over 200 lines: move text to docs/"
+    # Every fenced block is bash (run below), python (run below) or the sample output.
+    fences = re.findall(r"^```(\w*)\n(.*?)^```", README, re.DOTALL | re.MULTILINE)
+    other = [body for lang, body in fences if lang not in ("bash", "python")]
+    assert all(body.startswith("ppo on CartPole-v1: ") for body in other), other
+
+
+def check_setup_line(command: str) -> None:
+    """Lines that set up an environment or run CI's checks: they must be what .ci/run does, or
+    name extras that pyproject.toml defines."""
+    words = shlex.split(command)
+    if words[:2] == ["pip", "install"]:
+        assert len(words) == 4 and words[2] == "-e", command
+        assert words[3].startswith(".[") and words[3].endswith("]"), command
+        extras = words[3][2:-1].split(",")
+        unknown = set(extras) - set(PYPROJECT["project"]["optional-dependencies"])
+        assert not unknown, f"{command}: no such extra in pyproject.toml: {unknown}"
+    elif words[:3] == ["python", "-m", "pytest"]:
+        assert re.search(r"^python -m pytest\b", CI, re.MULTILINE), "CI runs `python -m pytest`"
+        if "-m" in words[3:]:
+            expression = words[words.index("-m", 3) + 1]
+            markers = {
+                m.split(":")[0] for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"]
+            }
+            named = set(re.findall(r"\w+", expression)) - {"not", "and", "or"}
+            assert named <= markers, f"{command}: unknown markers {named - markers}"
+    else:
+        assert re.search(rf"^{re.escape(command)}\s*(#.*)?$", CI, re.MULTILINE), (
+            f"`{command}` is neither run by this test nor what .ci/run does"
+        )
+
+
+def is_setup_line(command: str) -> bool:
+    setup = ("python3 -m venv", ". .venv/bin/activate", "pip install", "python -m pytest", "ruff ")
+    return command.startswith(setup)
+
+
+def with_tiny_budget(words: list[str]) -> list[str]:
+    """`words` with the tiny budget of its algorithm file appended (flags it lacks)."""
+    script = next((w for w in words if w.endswith(".py")), "")
+    name = Path(script).stem.removeprefix("my_")
+    if "--resume" in words or name not in TINY:
+        return words
+    tiny = shlex.split(TINY[name])
+    pairs = [tiny[i : i + 2] for i in range(0, len(tiny), 2)]
+    return words + [w for flag, value in pairs if flag not in words for w in (flag, value)]
+
+
+def missing_extra(command: str) -> str | None:
+    for word, module in EXTRAS:
+        if word in command and importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
+def workspace(tmp_path: Path) -> Path:
+    """A scratch working directory whose algorithms/ holds links to the repository's files, so
+    the README's relative paths work and a `cp` into algorithms/ stays in the scratch."""
+    work = tmp_path / "work"
+    (work / "algorithms").mkdir(parents=True)
+    for path in (ROOT / "algorithms").glob("*.py"):
+        (work / "algorithms" / path.name).symlink_to(path)
+    (tmp_path / "home").mkdir()
+    return work
+
+
+def environment() -> dict[str, str]:
+    return dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(BASH)), ids=[f"block{i}" for i in range(len(BASH))])
+def test_readme_commands_run(index, tmp_path):
+    work, home = workspace(tmp_path), tmp_path / "home"
+    cwd, run_dir = work, None
+    for command in commands(BASH[index]):
+        original = command
+        if is_setup_line(command):
+            check_setup_line(command)
+            continue
+        command = command.replace("~/", f"{home}/")
+        if command.startswith("cd "):
+            cwd = (cwd / command[3:].strip()).resolve()
+            assert cwd.is_dir(), command
+            continue
+        if "RUN_DIR" in command:
+            assert run_dir is not None, f"{command}: no earlier command wrote a run directory"
+            command = command.replace("RUN_DIR", str(run_dir))
+        words = shlex.split(command)
+        if words[0] == "python":
+            words = [sys.executable, *with_tiny_budget(words[1:])]
+        elif words[0] not in ("cp", "mkdir"):
+            pytest.fail(f"`{command}`: a kind of command this test does not know; teach it")
+        if module := missing_extra(command):
+            # Not installed here (CI installs it): the script and the flags it is given exist.
+            script = next(w for w in words if w.endswith(".py"))
+            shown = subprocess.run(
+                [sys.executable, script, "--help"], cwd=cwd, env=environment(),
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert shown.returncode == 0, shown.stderr
+            for flag in (w for w in words if w.startswith("--")):
+                assert flag in shown.stdout, f"{command}: {flag} not in --help ({module} missing)"
+            continue
+        done = subprocess.run(
+            words, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, f"`{command}` failed:\n{done.stdout[-3000:]}\n{done.stderr}"
+        if wrote := re.findall(r"^\s*wrote (\S+)\s*$", done.stdout, re.MULTILINE):
+            run_dir = cwd / wrote[-1]
+            assert (run_dir / "config.json").is_file(), run_dir
+        if original == "python algorithms/ppo.py --env CartPole-v1":
+            # The README's first run: its output has the shape of the sample shown.
+            for line in ("ppo on CartPole-v1: 1 seed(s), 1 device(s), compiled in", "done: return"):
+                assert line in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_readme_python_snippet_runs(tmp_path):
+    (snippet,) = blocks("python")
+    done = subprocess.run(
+        [sys.executable, "-c", snippet], cwd=tmp_path, env=environment(),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    finals = done.stdout.strip().splitlines()[0]
+    assert finals.startswith("[") and len(finals.strip("[]").split()) == 8, done.stdout
