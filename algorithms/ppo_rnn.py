@@ -17,6 +17,7 @@ so replaying it with unchanged parameters reproduces every step, across episode 
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import distrax
 import equinox as eqx
@@ -28,16 +29,15 @@ from canter.common.blocks.initializers import orthogonal
 from canter.common.config import (
     NonNegative,
     Positive,
+    PositiveInt,
     PositiveOrInf,
     UnitInterval,
     check_budget,
     check_divides,
-    check_positive,
     pytree_config,
 )
-from canter.common.envs import make_env
-from canter.common.envs.wrappers import episode_metrics
-from canter.common.minibatch import update_epochs
+from canter.common.envs import episode_metrics, make_env
+from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -50,17 +50,17 @@ class Config:
     """gymnax environment id (discrete actions)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
-    num_seeds: int = 1
+    num_seeds: PositiveInt = 1
     """Independent seeds trained at once (vmapped, one compiled program)."""
-    total_timesteps: int = 500_000
+    total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: int = 50
+    eval_every: PositiveInt = 50
     """Iterations between greedy evaluations."""
-    num_eval_envs: int = 8
+    num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
-    num_envs: int = 4
+    num_envs: PositiveInt = 4
     """Parallel environments per seed."""
-    num_steps: int = 128
+    num_steps: PositiveInt = 128
     """Steps per environment per rollout (the length of every replayed sequence)."""
     learning_rate: NonNegative = 1e-3
     """Adam learning rate (PureJaxRL: 2.5e-4; 1e-3 learns the partially observed task)."""
@@ -68,9 +68,9 @@ class Config:
     """Anneal the learning rate linearly to zero over the run."""
     max_grad_norm: PositiveOrInf = 0.5
     """Global gradient-norm clipping threshold."""
-    update_epochs: int = 4
+    update_epochs: PositiveInt = 4
     """Passes over each rollout."""
-    num_minibatches: int = 4
+    num_minibatches: PositiveInt = 4
     """Minibatches per epoch; each holds num_envs / num_minibatches whole env sequences."""
     gamma: UnitInterval = 0.99
     """Discount factor."""
@@ -86,7 +86,7 @@ class Config:
     """Entropy bonus coefficient."""
     vf_coef: NonNegative = 0.5
     """Value loss coefficient."""
-    hidden_size: int = 64
+    hidden_size: PositiveInt = 64
     """Width of the embedding, the GRU state and the actor and critic hidden layers."""
 
     @property
@@ -102,13 +102,10 @@ class Config:
 
 
 # Copied from algorithms/ppo.py::orthogonal_linear
-def orthogonal_linear(
-    in_size: int, out_size: int, scale: float, key: PRNGKeyArray
-) -> eqx.nn.Linear:
-    """Linear layer with orthogonal weights of gain `scale` and zero bias (PPO detail)."""
-    weight = orthogonal(
-        key, (out_size, in_size), scale
-    )  # LAPACK-free: see common/blocks/initializers.py
+def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
+    """Linear layer with orthogonal weights of gain `gain` and zero bias (PPO detail)."""
+    # LAPACK-free orthogonal matrices: see common/blocks/initializers.py.
+    weight = orthogonal(key, (out_size, in_size), gain)
     layer = eqx.nn.Linear(in_size, out_size, key=key)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
 
@@ -269,6 +266,38 @@ def sequence_minibatches(key: PRNGKeyArray, batch: PyTree, num_minibatches: int)
     }
 
 
+# Copied from algorithms/ppo.py::update_epochs
+def update_epochs(
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    split: Callable[[PRNGKeyArray, PyTree], PyTree],
+    num_epochs: int,
+    model: eqx.Module,
+    opt_state: optax.OptState,
+    batch: PyTree,
+    key: PRNGKeyArray,
+) -> tuple[eqx.Module, optax.OptState, dict[str, Array]]:
+    """Minibatch SGD on a collected batch, the update of every on-policy file: `num_epochs`
+    passes over `batch`, each cut afresh into minibatches by `split` (shuffled samples, or whole
+    sequences for a recurrent policy), with one gradient step of `loss_fn(model, minibatch) ->
+    (loss, stats)` per minibatch. The first four arguments fix the update (`functools.partial`).
+    tests/test_minibatch.py checks it against a plain Python loop."""
+
+    def update_minibatch(carry: tuple, minibatch: PyTree) -> tuple[tuple, dict[str, Array]]:
+        model, opt_state = carry
+        grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, model)
+        return (optax.apply_updates(model, updates), opt_state), stats
+
+    def update_epoch(carry: tuple, epoch_key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
+        minibatches = shard_minibatches(split(epoch_key, batch))
+        return jax.lax.scan(update_minibatch, carry, minibatches)
+
+    epoch_keys = jax.random.split(key, num_epochs)
+    (model, opt_state), stats = jax.lax.scan(update_epoch, (model, opt_state), epoch_keys)
+    return model, opt_state, stats
+
+
 # Copied from algorithms/ppo.py::learning_rate_schedule
 def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
     """The learning rate, annealed linearly to zero once per iteration with `anneal_lr`."""
@@ -282,8 +311,6 @@ def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
 
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
-    check_positive(config, "total_timesteps", "eval_every", "num_eval_envs", "num_envs")
-    check_positive(config, "num_steps", "update_epochs", "num_minibatches", "hidden_size")
     check_divides(config, "num_envs", config.num_envs, "num_minibatches")
     check_budget(config, config.batch_size)
     env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="ppo_rnn.py")
@@ -295,6 +322,8 @@ def make_train(config: Config) -> trainer.Train:
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
     )
+    # Hyperparameters bound once, so that `step` reads as the algorithm.
+    gae = functools.partial(compute_gae, gamma=config.gamma, gae_lambda=config.gae_lambda)
     split = functools.partial(sequence_minibatches, num_minibatches=config.num_minibatches)
 
     def init(key: PRNGKeyArray) -> TrainState:
@@ -315,10 +344,10 @@ def make_train(config: Config) -> trainer.Train:
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
+        final_obs = info["final_observation"]
         transition = Transition(
-            obs, first, action, log_prob, value, reward, terminated, truncated,
-            info["final_observation"], hidden,
-        )  # fmt: skip
+            obs, first, action, log_prob, value, reward, terminated, truncated, final_obs, hidden
+        )
         next_first = jnp.logical_or(terminated, truncated)
         return (model, env_state, next_obs, next_first, hidden, key), transition
 
@@ -340,6 +369,9 @@ def make_train(config: Config) -> trainer.Train:
         stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
         return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
+    # One optimiser step per minibatch, `update_epochs` passes per rollout.
+    update = functools.partial(update_epochs, loss_fn, optimizer, split, config.update_epochs)
+
     def step(state: TrainState, iteration: Array) -> tuple[TrainState, dict[str, Array]]:
         key, update_key = jax.random.split(state.key)
         carry = (state.model, state.env_state, state.obs, state.first, state.hidden, key)
@@ -350,29 +382,27 @@ def make_train(config: Config) -> trainer.Train:
         # one batched call; it only matters where the episode was truncated.
         no_reset = jnp.zeros(traj.first.shape, bool)
         _, _, next_values = jax.vmap(jax.vmap(state.model))(traj.hidden, traj.next_obs, no_reset)
-        advantages, returns = compute_gae(
-            traj.reward, traj.value, next_values, traj.terminated, traj.truncated,
-            config.gamma, config.gae_lambda,
-        )  # fmt: skip
+        advantages, returns = gae(
+            traj.reward, traj.value, next_values, traj.terminated, traj.truncated
+        )
         batch = dict(
-            obs=traj.obs, first=traj.first, action=traj.action, log_prob=traj.log_prob,
-            values=traj.value, advantages=advantages, returns=returns, hidden=state.hidden,
-        )  # fmt: skip
-        model, opt_state, stats = update_epochs(
-            state.model, state.opt_state, batch, update_key, loss_fn=loss_fn,
-            optimizer=optimizer, num_epochs=config.update_epochs, split=split,
-        )  # fmt: skip
+            obs=traj.obs,
+            first=traj.first,
+            action=traj.action,
+            log_prob=traj.log_prob,
+            values=traj.value,
+            advantages=advantages,
+            returns=returns,
+            hidden=state.hidden,
+        )
+        model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - traj.value)
         metrics = {
             **episode_metrics(env_state),
             **jax.tree.map(jnp.mean, stats),
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
         }
-        state = dataclasses.replace(
-            state, model=model, opt_state=opt_state, env_state=env_state, obs=obs, first=first,
-            hidden=hidden, key=key,
-        )  # fmt: skip
-        return state, metrics
+        return TrainState(model, opt_state, env_state, obs, first, hidden, key), metrics
 
     def act(state: TrainState, obs: Float[Array, "n obs_dim"], hidden: Array) -> tuple:
         """Greedy actions and the next GRU state; each evaluation env plays one episode from a
@@ -381,12 +411,16 @@ def make_train(config: Config) -> trainer.Train:
         hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
         return jnp.argmax(logits, axis=-1), hidden
 
-    return trainer.Train(
-        init=init, step=step, act=act, env=env, env_params=env_params,
-        num_iterations=config.num_iterations, eval_every=config.eval_every,
-        env_steps_per_iteration=config.batch_size, num_eval_envs=config.num_eval_envs,
+    return trainer.Train.from_config(
+        config,
+        init=init,
+        step=step,
+        act=act,
+        env=env,
+        env_params=env_params,
+        env_steps_per_iteration=config.batch_size,
         initial_carry=lambda n: jnp.zeros((n, config.hidden_size)),
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

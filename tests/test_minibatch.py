@@ -1,4 +1,7 @@
-"""common/minibatch.py against plain Python: the shuffle partitions, the loop equals a loop."""
+"""ppo.py's minibatch loop against plain Python: the shuffle partitions, the loop equals a loop.
+
+ppo_continuous.py, ppo_rnn.py, ppo_atari.py and pqn.py hold marked copies (tests/test_copies.py).
+"""
 
 import functools
 
@@ -7,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from canter.common.minibatch import shuffled_minibatches, update_epochs
+from canter.algorithms.ppo import shuffled_minibatches, update_epochs
 
 
 def test_shuffled_minibatches_partition_the_batch_and_keep_rows_together():
@@ -32,9 +35,8 @@ def test_update_epochs_equals_a_python_loop():
     split = functools.partial(shuffled_minibatches, num_minibatches=4)
     key = jax.random.key(2)
     got, _, stats = update_epochs(
-        model, optimizer.init(model), batch, key, loss_fn=loss_fn, optimizer=optimizer,
-        num_epochs=3, split=split,
-    )  # fmt: skip
+        loss_fn, optimizer, split, 3, model, optimizer.init(model), batch, key
+    )
     assert stats["loss"].shape == (3, 4)  # [epochs, minibatches]
     expected, opt_state = model, optimizer.init(model)
     for epoch_key in jax.random.split(key, 3):

@@ -206,7 +206,7 @@ def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
     [
         (dict(num_minibatches=3), ["num_envs * num_steps = 2048", "num_minibatches = 3"]),
         (dict(total_timesteps=100), ["smaller than one iteration", "2048"]),
-        (dict(num_layers=0), ["positive", "num_layers=0"]),
+        (dict(num_layers=0), ["Out of range", "num_layers = 0"]),
     ],
 )
 def test_bad_config_raises_config_error(overrides, needles):
