@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from canter.common.envs import evaluation_env
 from canter.common.run.batch import seed_keys
 from canter.common.run.evaluation import run_episodes
 from canter.common.run.runner import Interval, RunResult, run
@@ -86,7 +87,7 @@ class Train:
     def evaluate(self, state: Any, key: PRNGKeyArray) -> Metrics:
         """Mean return and length of one greedy episode on each of `num_eval_envs` envs,
         without training-only wrappers (Atari's life loss and reward clipping)."""
-        n, env = self.num_eval_envs, getattr(self.env, "evaluation_env", self.env)
+        n, env = self.num_eval_envs, evaluation_env(self.env)
         return run_episodes(env, self.env_params, self.policy(state), self.start_carry(n), key, n)
 
     def start(self, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:

@@ -92,7 +92,7 @@ def test_refusals_name_the_problem(monkeypatch):
         make_env("gymnasium:CartPole-v7")
     with pytest.raises(ConfigError, match="a Dict observation space"):
         make_env("gymnasium:canter-test/DictObs-v0")
-    with pytest.raises(ConfigError, match="handles continuous actions only; use algorithms/"):
+    with pytest.raises(ConfigError, match="discrete action space, but sac.py handles continuous"):
         make_env("gymnasium:CartPole-v1", action="continuous", algorithm="sac.py")
 
     def missing(*args, **kwargs):
@@ -161,7 +161,10 @@ def test_cli_refuses_before_compiling_with_exit_2(repo_root):
     cases = [
         (("--env", "gymnasium:HalfCheetah-v9"), "Registered versions: HalfCheetah-v2"),
         (("--env", "gymnasium:canter-missing/Nope-v0"), "Gymnasium has no environment"),
-        (("--env", "gymnasium:CartPole-v1"), "handles continuous actions only; use"),
+        (
+            ("--env", "gymnasium:CartPole-v1"),
+            "continuous actions only. For discrete actions use algorithms/ppo.py",
+        ),
     ]
     for args, needle in cases:
         done = subprocess.run([sys.executable, str(repo_root / "algorithms" / "sac.py"), *args],

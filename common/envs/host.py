@@ -14,13 +14,8 @@ seed words and its step count; the simulator's own state lives in the pool.
 - Steps follow gymnax 1.0 exactly: `terminated`, `truncated`, `info["final_observation"]` the
   last observation of the episode, and the returned observation the next episode's first (the
   host resets in the same step; Gymnasium's vector envs would reset on the next step).
-- Atari (`ALE/<Game>-v5`) comes preprocessed, as DQN (Mnih et al. 2015) and CleanRL's Atari
-  files train it: no-op starts (up to 30), frame skip 4 with a max over the last two frames,
-  84x84 greyscale, the last 4 frames stacked, channels last (84x84x4 bytes, the HxWxC layout
-  of every canter image); v5's sticky actions (0.25, Machado et al. 2018) stay on. Each step
-  also reports `info["life_lost"]`; the training-only parts (a lost life ends the learner's
-  episode, rewards clipped to their sign) are `AtariTraining` (common/envs/wrappers.py),
-  which evaluation runs without.
+- Atari (`ALE/<Game>-v5`) comes preprocessed as DQN and CleanRL train it (common/envs/atari.py);
+  each step also reports `info["life_lost"]` (from Gymnasium's `lives`).
 - Actions: integers for Discrete spaces; Box actions are clipped to the space's bounds on the
   host (as SB3 and CleanRL do), the agent's unclipped action stays what it learns from.
 - Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
@@ -45,15 +40,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
+from canter.common.envs import atari
 from canter.common.envs.registry import HOST_PREFIX
 from jaxtyping import Array, Int, UInt32
 
-EXTRAS = {  # env id prefixes or names -> the extra that brings their simulator
-    "ALE/": "atari",
-    "HalfCheetah": "mujoco", "Hopper": "mujoco", "Walker2d": "mujoco", "Ant": "mujoco",
-    "Humanoid": "mujoco", "Swimmer": "mujoco", "Reacher": "mujoco", "Pusher": "mujoco",
-    "InvertedPendulum": "mujoco", "InvertedDoublePendulum": "mujoco",
-}  # fmt: skip
+MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher")
+MUJOCO += ("Pusher", "InvertedPendulum", "InvertedDoublePendulum")
+# env id prefixes -> the extra that brings their simulator
+EXTRAS = {atari.ALE_PREFIX: "atari", **dict.fromkeys(MUJOCO, "mujoco")}
 
 
 class HostParams(eqx.Module):
@@ -90,43 +84,22 @@ def _gymnasium() -> Any:
     return gymnasium
 
 
-ATARI_FRAME_SKIP, ATARI_STACK = 4, 4
-
-
 def make_gymnasium(env_id: str, **kwargs: Any) -> Any:
-    """A Gymnasium env as canter steps it: Atari preprocessed (the module docstring), anything
+    """A Gymnasium env as canter steps it: Atari preprocessed (common/envs/atari.py), anything
     else as registered, without Gymnasium's passive checker (it re-checks every step in Python)."""
     import gymnasium
 
-    if not env_id.startswith("ALE/"):
-        return gymnasium.make(env_id, disable_env_checker=True, **kwargs)
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-    # frameskip=1 below: AtariPreprocessing skips frames itself, max-pooling the last two.
-    env = gymnasium.make(env_id, frameskip=1, disable_env_checker=True, **kwargs)
-    env = AtariPreprocessing(env, noop_max=30, frame_skip=ATARI_FRAME_SKIP, screen_size=84)
-    return FrameStackObservation(env, ATARI_STACK)
-
-
-def _channels_last(space: Any) -> Any:
-    """A frame stack's Box (stack, height, width) as (height, width, stack)."""
-    from gymnasium import spaces as gym_spaces
-
-    low, high = (np.moveaxis(np.asarray(b), 0, -1) for b in (space.low, space.high))
-    return gym_spaces.Box(low, high, low.shape, space.dtype)
+    if atari.is_atari(env_id):
+        return atari.make(gymnasium, env_id, **kwargs)
+    return gymnasium.make(env_id, disable_env_checker=True, **kwargs)
 
 
 def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     """`gymnasium:<id>` as a gymnax-style environment and its params, or a ConfigError."""
     gymnasium = _gymnasium()
     env_id = name.removeprefix(HOST_PREFIX)
-    if env_id.startswith("ALE/"):
-        try:
-            import ale_py
-
-            gymnasium.register_envs(ale_py)
-        except ImportError:
-            raise ConfigError(f"{name} needs ale-py: pip install -e '.[atari]'.") from None
+    if atari.is_atari(env_id):
+        atari.register(gymnasium, name)
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error:
@@ -141,9 +114,7 @@ def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     except (ImportError, gymnasium.error.DependencyNotInstalled) as error:
         extra = _extra_for(env_id) or "gymnasium"
         raise ConfigError(f"{name} needs {error}; pip install -e '.[{extra}]'.") from None
-    max_steps = spec.max_episode_steps
-    if env_id.startswith("ALE/"):  # ALE's own limit counts emulator frames (108,000: 30 min)
-        max_steps = spec.kwargs.get("max_num_frames_per_episode", 108_000) // ATARI_FRAME_SKIP
+    max_steps = atari.max_steps(spec) if atari.is_atari(env_id) else spec.max_episode_steps
     env = GymnasiumEnv(env_id, probe, max_steps)
     return env, HostParams(env.max_steps)
 
@@ -156,9 +127,9 @@ class GymnasiumEnv:
         self.name = HOST_PREFIX + env_id
         self.max_steps = int(max_episode_steps or 1000)
         space = probe.observation_space
-        self._atari = env_id.startswith("ALE/")
+        self._atari = atari.is_atari(env_id)
         if self._atari:
-            space = _channels_last(space)
+            space = atari.channels_last(space)
         self._observation_space = _to_gymnax(space, self.name, "observation")
         self._action_space = _to_gymnax(probe.action_space, self.name, "action")
         self._discrete = hasattr(self._action_space, "n")
@@ -248,9 +219,9 @@ class HostPool:
     step on a slot the pool does not hold (another generation, or evicted) starts a new env.
     """
 
-    def __init__(self, env_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, atari: bool):
+    def __init__(self, env_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, stacked: bool):
         self.env_id = env_id
-        self.atari = atari  # frame stacks arrive channels first, and leave channels last
+        self.stacked = stacked  # Atari's frame stacks arrive channels first, leave channels last
         self.obs_shape = obs_shape
         self.obs_dtype = obs_dtype
         self.generation = int.from_bytes(os.urandom(4), "little") >> 1
@@ -281,7 +252,7 @@ class HostPool:
 
     def _obs(self, obs: Any) -> np.ndarray:
         obs = np.asarray(obs, self.obs_dtype)
-        return np.moveaxis(obs, 0, -1) if self.atari else obs
+        return atari.frames_last(obs) if self.stacked else obs
 
     def reset(self, seed_words: Any) -> tuple[np.ndarray, np.ndarray]:
         """New envs for a batch of key words (`[..., 2]` uint32): `[..., 2]` ids (slot,

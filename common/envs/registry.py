@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import jax
 from canter.common.config import ConfigError
+from canter.common.envs import atari
 from canter.common.envs.wrappers import (
-    AtariTraining,
     EpisodeStats,
     FloatObservation,
     ObservationSubset,
@@ -136,7 +136,7 @@ def make_env(
     `sticky_action_prob` wraps the MinAtar games in `StickyActions` (always, so a traced
     probability gives the same program as a concrete one); above 0 elsewhere it is refused.
     Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
-    training only; evaluation runs on the env's `evaluation_env`); other envs ignore both.
+    training only; evaluation runs on `evaluation_env(env)`); other envs ignore both.
     """
     env, params = _build(name)
     kind = action_kind(env, params)
@@ -161,6 +161,12 @@ def make_env(
             f"actions (those that do: {', '.join(STICKY_ACTION_ENVS)}); set it to 0."
         )
     env = EpisodeStats(FloatObservation(env, keep_shape=image))
-    if name.startswith(f"{HOST_PREFIX}ALE/"):
-        env = AtariTraining(env, episodic_life=episodic_life, clip_rewards=clip_rewards)
+    if name.startswith(HOST_PREFIX) and atari.is_atari(name.removeprefix(HOST_PREFIX)):
+        env = atari.training_env(env, episodic_life=episodic_life, clip_rewards=clip_rewards)
     return env, params
+
+
+def evaluation_env(env: Any) -> Any:
+    """The env evaluation runs on: `env` without training-only wrappers (Atari's life loss and
+    reward clipping, common/envs/atari.py)."""
+    return env.evaluation_env if isinstance(env, atari.AtariTraining) else env

@@ -1,5 +1,6 @@
-"""gymnax wrappers. All but `StickyActions` and `AtariTraining` are neutral: they change what is
-recorded or the layout, never the numbers learned; those two change what the learner sees.
+"""gymnax wrappers. All but `StickyActions` are neutral: they change what is recorded or the
+layout, never the numbers learned; sticky actions change what the learner sees (Atari's
+training-only wrapper is in common/envs/atari.py).
 
 Every wrapper acts on one environment (`reset(key, params)`, `step(key, state, action, params)`,
 gymnax 1.0 six-value step); callers vmap over environments.
@@ -149,31 +150,6 @@ class EpisodeStats(Wrapper):
         )
         # Rewards as float32 (some bsuite and misc envs give int32): one dtype for every target.
         return obs, state, reward.astype(jnp.float32), terminated, truncated, info
-
-
-class AtariTraining(Wrapper):
-    """What DQN (Mnih et al. 2015) and CleanRL's Atari files train on, and do not evaluate on:
-    with `episodic_life`, a lost life ends the learner's episode (`terminated`; the game goes
-    on, as CleanRL's EpisodicLifeEnv), and with `clip_rewards` rewards are clipped to their
-    sign. Wraps `EpisodeStats`, so the episode statistics stay whole games and raw scores;
-    evaluation runs on `evaluation_env`, the env below this wrapper."""
-
-    def __init__(self, env: Any, episodic_life: bool = True, clip_rewards: bool = True):
-        super().__init__(env)
-        self._episodic_life = episodic_life
-        self._clip_rewards = clip_rewards
-
-    @property
-    def evaluation_env(self) -> Any:
-        return self._env
-
-    def step(self, key: Array, state: Any, action: Array | int | float, params: Any) -> tuple:
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        if self._episodic_life:
-            terminated = jnp.logical_or(terminated, info["life_lost"])
-        if self._clip_rewards:
-            reward = jnp.sign(reward)
-        return obs, state, reward, terminated, truncated, info
 
 
 def episode_metrics(state: EpisodeStatsState) -> dict[str, Float[Array, ""]]:
