@@ -3,8 +3,8 @@
 Each (algorithm, env) run goes through the host runner (`trainer.run`) into
 `<out>/runs/<algo>__<env>/` (config, per-seed CSVs, summary.json, learning_curve.png), and its
 result into `<out>/<algo>__<env>.json`. The markdown table `<out>/returns.md` is then rebuilt
-from every JSON result in `<out>`, so runs of several algorithms add up to one table; the
-README's results table is a copy of it.
+from every JSON result in `<out>`, so runs of several algorithms add up to one table;
+docs/results.md renders it (`python benchmarks/render_docs.py`).
 
     python benchmarks/returns.py --algo ppo --envs CartPole-v1 Acrobot-v1 --num-seeds 8
     python benchmarks/returns.py --algo sac --envs Pendulum-v1 --num-seeds 8 \\

@@ -20,7 +20,7 @@ random actions in the same envs, the environment's own ceiling) and against `num
 envs), each point once, about `--scaling-steps` env steps per point.
 
     pip install -e ".[bench]"
-    python benchmarks/speed_ppo.py               # the ratios of the README, 3 rounds
+    python benchmarks/speed_ppo.py               # the ratios of docs/speed.md, 3 rounds
     python benchmarks/speed_ppo.py --scaling     # also env steps/s vs num_envs, num_seeds
 
 Writes benchmarks/results/speed.md and speed.json (with `--scaling`, scaling.md, scaling.json
