@@ -1,7 +1,9 @@
-"""Algorithm-agnostic plumbing for canter; importing it changes nothing in JAX.
+"""What the algorithm files share, grouped by role (docs/design.md, "The map of common/").
 
-Environments (`envs`, `wrappers`), evaluation, the replay buffer and initialiser that several
-algorithms share, and the host runner split by job: `batch` (seeds x sweep points), `devices`
-(CPU cores as devices, sharding; the device split happens when a run starts), `rundir` (the run
-directory's layout), `checkpoint`, `logging` (metric sinks), `report`, `runner`, `cli`.
+    config.py   Config as a pytree: float fields traced, the rest static; ranges; ConfigError
+    envs/       make_env and the adapters behind it; changes what the learner sees
+    blocks/     a few number-changing building blocks, used by name, each tested
+    run/        the host runner (CLI, run directory, checkpoints, devices); never changes a number
+
+Importing it changes nothing in JAX: the device split happens when a run starts.
 """
