@@ -53,9 +53,9 @@ def test_help_shows_every_field_with_its_docstring(repo_root):
         (["--env", "CartPole-v9"], ["Unknown environment", "CartPole-v1", "Acrobot-v1"]),
         (["--env", "Pendulum-v1"], ["continuous action space", "ppo.py"]),
         (["--num-minibatches", "3"], ["num_envs * num_steps = 512", "num_minibatches = 3"]),
-        (["--num-envs", "0"], ["positive", "num_envs=0"]),
-        (["--num-steps", "-4"], ["positive", "num_steps=-4"]),
-        (["--num-seeds", "0"], ["num_seeds", "positive"]),
+        (["--num-envs", "0"], ["Out of range", "num_envs = 0 (allowed: [1, inf))"]),
+        (["--num-steps", "-4"], ["Out of range", "num_steps = -4 (allowed: [1, inf))"]),
+        (["--num-seeds", "0"], ["Out of range", "num_seeds = 0 (allowed: [1, inf))"]),
         (["--total-timesteps", "100"], ["smaller than one iteration", "512"]),
     ],
 )

@@ -259,9 +259,9 @@ def test_registered_image_env_gets_the_cnn():
 def test_an_env_first_built_under_a_trace_holds_no_tracers():
     """evaluate.py's first make_train runs inside jit: MinAtar's action-set arrays must not be
     cached as that trace's tracers."""
-    from canter.common import envs
+    from canter.common.envs import registry
 
-    envs._build.cache_clear()
+    registry._build.cache_clear()
     jax.jit(lambda x: (make_env("Breakout-MinAtar"), x)[1])(1.0)
     env, params = make_env("Breakout-MinAtar")
     obs, state = jax.jit(env.reset)(jax.random.key(0), params)
