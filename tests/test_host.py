@@ -242,6 +242,37 @@ def test_mujoco_halfcheetah_trains_and_repeats_its_numbers():
     assert np.all(first.metrics["eval"]["episodic_length"] == 1000)  # no early termination
 
 
+QUIET_MUJOCO = """
+import jax
+from canter.common.envs import make_env
+from canter.common.envs.host import make_gymnasium
+
+env, params = make_env("gymnasium:HalfCheetah-v5")
+keys = jax.random.split(jax.random.key(0), 3)
+for _ in range(2):  # two batches of three simulators through the host pool
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    for _ in range(3):
+        obs, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            keys, state, jax.numpy.zeros((3, 6)), params)
+for seed in range(2):
+    sim = make_gymnasium("HalfCheetah-v5")
+    sim.reset(seed=seed)
+    sim.close()
+print("done")
+"""
+
+
+def test_mujoco_envs_print_no_deprecation_and_leave_no_log_file(tmp_path):
+    pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
+    done = subprocess.run([sys.executable, "-c", QUIET_MUJOCO], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    output = done.stdout + done.stderr
+    assert "deprecated" not in output and "settotalmass" not in output, output[-2000:]
+    assert done.stdout.strip() == "done", done.stdout
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
 # --- learning: the Gymnasium twins of two gymnax references (something no one here wrote)
 
 

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -84,11 +85,39 @@ def _gymnasium() -> Any:
     return gymnasium
 
 
+# MuJoCo 3.x warns, through mju_warning (C: printed to stderr plus a blank line, and appended
+# to MUJOCO_LOG.TXT in the working directory), that Gymnasium's half_cheetah.xml uses the
+# deprecated compiler attribute `settotalmass`: once per model compile, so once per env created.
+_MUJOCO_DEPRECATED = "'settotalmass' is deprecated"
+
+
+def _mujoco_warning(message: str) -> None:
+    """MuJoCo's warning handler: drop the one known deprecation of Gymnasium's own XML, print
+    every other warning to stderr (once per message and place, as Python warnings are)."""
+    if _MUJOCO_DEPRECATED not in message:
+        warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+
+
+@functools.cache
+def _quiet_mujoco() -> None:
+    """Install `_mujoco_warning` as MuJoCo's warning handler, unless one is set already (by the
+    user) or MuJoCo is not installed. A handler replaces the default print and the log file."""
+    try:
+        import mujoco
+    except ImportError:
+        return
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+
+
 def make_gymnasium(env_id: str, **kwargs: Any) -> Any:
     """A Gymnasium env as canter steps it: Atari preprocessed (common/envs/atari.py), anything
-    else as registered, without Gymnasium's passive checker (it re-checks every step in Python)."""
+    else as registered, without Gymnasium's passive checker (it re-checks every step in Python).
+    MuJoCo's deprecation warning for Gymnasium's own models is dropped (`_quiet_mujoco`)."""
     import gymnasium
 
+    if _extra_for(env_id) == "mujoco":
+        _quiet_mujoco()
     if atari.is_atari(env_id):
         return atari.make(gymnasium, env_id, **kwargs)
     return gymnasium.make(env_id, disable_env_checker=True, **kwargs)
