@@ -85,3 +85,58 @@ def test_persistent_compile_cache_in_the_user_cache_dir(repo_root, tmp_path, fla
     cache = tmp_path / "cache" / "canter" / "jax"
     entries = list(cache.iterdir()) if cache.exists() else []
     assert bool(entries) == cached, entries
+
+
+def test_default_run_name_is_one_safe_folder_and_new_run_dir_never_reuses(tmp_path):
+    from canter.common.run.rundir import new_run_dir, run_name
+
+    name = run_name("gymnasium:ALE/Breakout-v5", "ppo", 3, "20260101-000000")
+    assert name == "gymnasium-ALE-Breakout-v5__ppo__3__20260101-000000"
+    assert run_name("CartPole-v1", "dqn", 0, "s") == "CartPole-v1__dqn__0__s"
+    base = tmp_path / "runs" / name
+    made = [new_run_dir(base) for _ in range(3)]
+    assert [p.name for p in made] == [name, f"{name}-2", f"{name}-3"]
+    assert all(p.is_dir() and p.parent == base.parent for p in made)
+
+
+def start(repo_root, *args, cwd=None):
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd
+    )
+
+
+@pytest.mark.slow  # four tiny CLI runs, two at a time
+def test_two_processes_started_together_never_share_a_run_directory(repo_root, tmp_path):
+    # The default name: the same second, two directories, each with its own run.
+    pair = [start(repo_root, *TINY, "--seed", str(s), cwd=tmp_path) for s in (0, 0)]
+    for p in pair:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    dirs = sorted((tmp_path / "runs").iterdir())
+    assert len(dirs) == 2, dirs
+    for d in dirs:
+        assert len((d / "seed_0" / "metrics.csv").read_text().splitlines()) == 3
+        assert json.loads((d / "summary.json").read_text())["complete"]
+    # One explicit --run-dir raced on: one run writes it, the other is refused in one line.
+    same = tmp_path / "same"
+    pair = [start(repo_root, *TINY, "--seed", str(s), "--run-dir", str(same)) for s in (1, 2)]
+    done = [(p.returncode, out, err) for p in pair for out, err in [p.communicate(timeout=300)]]
+    assert sorted(code for code, _, _ in done) == [0, 2], done
+    (loser,) = [err for code, _, err in done if code == 2]
+    assert "already holds a run" in loser and len(loser.strip().splitlines()) == 1, loser
+    (winner,) = [i for i, (code, _, _) in enumerate(done) if code == 0]
+    config = json.loads((same / "config.json").read_text())
+    assert config["seed"] == (1, 2)[winner]
+    assert list((same).glob("seed_*")) == [same / f"seed_{config['seed']}"]
+    assert len((same / f"seed_{config['seed']}" / "metrics.csv").read_text().splitlines()) == 3
+
+
+def test_lr_is_an_alias_of_learning_rate(repo_root, tmp_path):
+    run_dir = tmp_path / "run"
+    done = ppo(repo_root, *TINY, "--lr", "1e-3", "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "config.json").read_text())["learning_rate"] == 1e-3
+    done = ppo(repo_root, *TINY, "--lr=2e-3", "--run-dir", str(tmp_path / "other"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "other" / "config.json").read_text())["learning_rate"] == 2e-3

@@ -219,3 +219,23 @@ def test_cli_exit_code_of_a_diverged_run(repo_root, tmp_path):
     out, err = process.communicate(timeout=600)
     assert process.returncode == EXIT_DIVERGED, err
     assert "DIVERGED: seed 0 from interval 1" in out and "RuntimeWarning" not in err
+
+
+@pytest.mark.slow  # a CNN compile, cold
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_compiling_exits_in_one_line(repo_root, tmp_path, sig):
+    run_dir = tmp_path / "run"
+    args = ["--env", "Breakout-MinAtar", "--network", "cnn", "--no-compile-cache"]
+    victim = cli(repo_root, *args, "--run-dir", str(run_dir))
+    while not (run_dir / "config.json").exists():  # claimed just before compiling
+        assert victim.poll() is None, victim.stderr.read()
+        time.sleep(0.01)
+    time.sleep(0.3)
+    sent = time.time()
+    victim.send_signal(sig)
+    out, err = victim.communicate(timeout=120)
+    assert time.time() - sent < 5  # at once, not after the compilation
+    assert victim.returncode == EXIT_PREEMPTED, err
+    line = f"stopped ({sig.name}) while compiling: nothing trained, nothing saved"
+    assert err.strip() == line and "compiled" not in out
+    assert not run_dir.exists()  # the claim is undone: the directory can be used again

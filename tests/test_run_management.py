@@ -298,6 +298,7 @@ def test_cli_resume_with_changed_flag_and_static_sweep_fail_cleanly(repo_root, u
     bad = cli(repo_root, "--resume", str(uninterrupted.run_dir), "--num-envs", "8")
     out, err = bad.communicate(timeout=300)
     assert bad.returncode == 2 and "num_envs: saved 4, now 8" in err and "Traceback" not in err
+    assert "compiled" not in out  # refused before compiling
     bad = cli(repo_root, "--sweep", "num_steps=8,16", "--total-timesteps", "1024")
     out, err = bad.communicate(timeout=300)
     assert bad.returncode == 2 and "'num_steps' is static" in err and "Traceback" not in err
@@ -315,3 +316,24 @@ def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
     assert gif.read_bytes().startswith(b"GIF8")
     missing = subprocess.run(command[:2] + [str(tmp_path)], capture_output=True, text=True)
     assert missing.returncode == 2 and "config.json" in missing.stderr
+
+
+def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_root, tmp_path):
+    run_dir = tmp_path / "run"
+    run(run_dir=run_dir, checkpoint_every=1, stop_after=2)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    bad = cli(repo_root, "--resume", str(run_dir), "--learning-rate", "0.1")
+    out, err = bad.communicate(timeout=300)
+    assert bad.returncode == 2 and "learning_rate: saved 0.00025, now 0.1" in err, err
+    assert "compiled" not in out and "Traceback" not in err
+    longer = cli(repo_root, "--resume", str(run_dir), "--total-timesteps", str(4 * 16 * 20))
+    out, err = longer.communicate(timeout=300)
+    assert longer.returncode == 2 and "training longer is not supported" in err, err
+    assert "total_timesteps (640), not 1280" in err and "compiled" not in out
+    assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    run(run_dir=run_dir, resume=True)  # now finished
+    done = cli(repo_root, "--resume", str(run_dir))
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    assert f"{run_dir} is finished (5/5 intervals): nothing to resume." in out
+    assert "compiled" not in out

@@ -22,7 +22,8 @@ from canter.common.config import ConfigError
 from canter.common.run.batch import parse_sweep
 from canter.common.run.debug import run_debug
 from canter.common.run.devices import use_cpu_cores
-from canter.common.run.rundir import RunDir
+from canter.common.run.interrupts import Interrupted
+from canter.common.run.rundir import RunDir, config_record, new_run_dir, run_name
 from canter.common.run.runner import RunResult, run
 
 
@@ -31,7 +32,8 @@ class RunOptions:
     """How the host runner runs and what it writes; none of it changes the numbers."""
 
     run_dir: Path | None = None
-    """Run directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    """Run directory (default: a new runs/<env>__<algo>__<seed>__<timestamp>[-N], the env id
+    with ':' and '/' made '-')."""
     resume: Path | None = None
     """Continue the run in this directory from its last checkpoint (its config is the default)."""
     checkpoint_every: int = 5
@@ -78,8 +80,10 @@ def main(
     is printed as `explain(error)` words it (the trainer adds which files to use instead)."""
     use_cpu_cores()  # before anything touches JAX's devices (common/run/devices.py)
     algo = Path(inspect.getfile(make_train)).stem
+    made = None  # the default run directory, once created
     try:
-        argv, default, saved_sweep = _defaults(config_cls, algo, sys.argv[1:], presets)
+        argv = _aliases(sys.argv[1:], config_cls)
+        argv, default, saved_sweep = _defaults(config_cls, algo, argv, presets)
 
         def parse(
             config: Annotated[config_cls, tyro.conf.OmitArgPrefixes] = default,
@@ -94,18 +98,30 @@ def main(
                 raise ConfigError("--debug runs one configuration; drop --sweep.")
             run_debug(config, make_train, algo=algo)
             return None
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        default_dir = Path("runs") / f"{config.env}__{algo}__{config.seed}__{stamp}"
+        sweep = parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep
+        if options.resume is not None and _finished(
+            options.resume, config, make_train, algo, sweep
+        ):
+            return None
+        if options.resume is None and options.run_dir is None:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            made = new_run_dir(Path("runs") / run_name(config.env, algo, config.seed, stamp))
         result = run(
-            config, make_train, algo=algo, run_dir=options.resume or options.run_dir or default_dir,
-            sweep=parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep,
-            resume=options.resume is not None, checkpoint_every=options.checkpoint_every,
-            track=options.track, stop_on_divergence=options.stop_on_divergence,
-            data_parallel=options.data_parallel,
+            config, make_train, algo=algo, run_dir=options.resume or options.run_dir or made,
+            sweep=sweep, resume=options.resume is not None,
+            checkpoint_every=options.checkpoint_every, track=options.track,
+            stop_on_divergence=options.stop_on_divergence, data_parallel=options.data_parallel,
         )  # fmt: skip
     except ConfigError as error:
+        _remove_if_empty(made)
         print(f"error: {explain(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except Interrupted as stop:  # the compilation goes on on a helper thread: do not wait for it
+        _remove_if_empty(made)
+        print(stop, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_PREEMPTED)
     code = exit_code(result.summary)
     if code:
         raise SystemExit(code)
@@ -160,6 +176,42 @@ def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tu
         _, config, sweep = run_dir.load_config(config_cls, algo)
         return argv, config, sweep
     return argv, config_cls(**(preset or {})), {}
+
+
+ALIASES = {"--lr": "--learning-rate"}
+
+
+def _aliases(argv: list[str], config_cls: type) -> list[str]:
+    """`argv` with short aliases (`--lr`) spelled as their fields' flags, where the Config has
+    the field."""
+    fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config_cls)}
+    out = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if flag in ALIASES and ALIASES[flag] in fields:
+            arg = ALIASES[flag] + eq + value
+        out.append(arg)
+    return out
+
+
+def _finished(path: Path, config: Any, make_train: Callable, algo: str, sweep: dict) -> bool:
+    """Whether the run in `path` (to be resumed with `config`) is finished; says so if it is.
+    A config that differs from the saved one is refused here, before anything compiles."""
+    out = RunDir(path)
+    done = out.check_resume(config_record(algo, config, sweep))
+    total = make_train(config).num_intervals  # builds the env, compiles nothing
+    if done < total:
+        return False
+    print(f"{path} is finished ({done}/{total} intervals): nothing to resume.")
+    return True
+
+
+def _remove_if_empty(path: Path | None) -> None:
+    if path is not None:
+        try:
+            path.rmdir()
+        except OSError:
+            pass
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:

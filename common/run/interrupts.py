@@ -8,7 +8,9 @@ written by rename (common/run/files.py), so the previous one stays whole.
 
 Python runs signal handlers in the main thread only, between bytecodes: `call` runs an interval
 on a helper thread while the main thread waits in short joins, so a signal is seen within
-milliseconds during a long interval.
+milliseconds during a long interval. Compilation, which Python cannot interrupt either, runs
+the same way (`interruptible`): a signal while compiling raises `Interrupted` at once, and the
+command line exits 75 in one line, as nothing was trained or saved.
 """
 
 import signal
@@ -63,6 +65,39 @@ def call(fn: Callable[..., Any], *args: Any, poll_s: float = 0.01) -> Any:
     worker.start()
     while worker.is_alive():
         worker.join(poll_s)
+    if "error" in done:
+        raise done["error"]
+    return done["out"]
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT arrived while a run was compiling: nothing was trained or saved.
+    `signal` is its name. The compilation may still be going on, on a helper thread."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"stopped ({signal_name}) while compiling: nothing trained, nothing saved")
+        self.signal = signal_name
+
+
+def interruptible(fn: Callable[..., Any], *args: Any, poll_s: float = 0.01) -> Any:
+    """`fn(*args)` (compiling, which Python cannot interrupt) on a helper thread, while the
+    main thread waits in short joins; SIGTERM or SIGINT meanwhile raises `Interrupted` at once
+    (the thread is left to finish on its own: the caller is expected to exit)."""
+    done: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            done["out"] = fn(*args)
+        except BaseException as error:  # handed to the caller below
+            done["error"] = error
+
+    worker = threading.Thread(target=target, name="canter-compile", daemon=True)
+    with Preemption() as preemption:
+        worker.start()
+        while worker.is_alive():
+            worker.join(poll_s)
+            if preemption.signal:
+                raise Interrupted(preemption.signal)
     if "error" in done:
         raise done["error"]
     return done["out"]

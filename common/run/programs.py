@@ -16,6 +16,8 @@ import jax.numpy as jnp
 from canter.common.run import health
 from canter.common.run.batch import Batch
 from canter.common.run.devices import batch_shardings, env_shardings, pad, place
+from canter.common.run.interrupts import interruptible
+from canter.common.run.rundir import RunDir
 
 
 @dataclasses.dataclass
@@ -91,3 +93,19 @@ def compile_programs(
         compiled_start, interval, configs, keys, state_shape, sharded, state_sharding, padded,
         compile_s,
     )  # fmt: skip
+
+
+def compile_claimed(
+    claim: RunDir | None, record: dict, make_train: Callable, batch: Batch, *args: Any
+) -> Programs:
+    """`compile_programs(make_train, batch, *args)` after claiming the run directory `claim`
+    (config.json `record`, created exclusively: two processes never share a directory), on a
+    helper thread: SIGTERM or SIGINT meanwhile raises `Interrupted` at once (exit 75 from the
+    command line) and undoes the claim, as nothing was trained (common/run/interrupts.py)."""
+    created = claim.claim(record) if claim is not None else False
+    try:
+        return interruptible(compile_programs, make_train, batch, *args)
+    except BaseException:
+        if claim is not None:
+            claim.release(created)
+        raise

@@ -20,12 +20,15 @@ import dataclasses
 import inspect
 import json
 import math
+import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from canter.common.config import ConfigError
+from canter.common.run import checkpoint
 from canter.common.run.files import atomic_write, write_json
 
 
@@ -59,6 +62,28 @@ def algorithm_source(make_train: Callable) -> dict[str, str | None]:
     return {"file": str(path), "module": module}
 
 
+def run_name(env: str, algo: str, seed: int, stamp: str) -> str:
+    """The default run directory's name, one folder whatever the env id holds:
+    `gymnasium:ALE/Breakout-v5` becomes `gymnasium-ALE-Breakout-v5` (no `:`, `/` or spaces)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", env).strip("-.") or "env"
+    return f"{safe}__{algo}__{seed}__{stamp}"
+
+
+def new_run_dir(path: Path) -> Path:
+    """Create `path`, or `path-2`, `path-3`... if it exists, by an atomic mkdir: two processes
+    started in the same second get two directories."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise ConfigError(f"Could not create a new run directory next to {path}.")
+
+
 class RunDir:
     """A run directory: where each of its files lives, and reading and writing its config."""
 
@@ -77,6 +102,53 @@ class RunDir:
 
     def holds_run(self) -> bool:
         return self.config_file.exists()
+
+    def claim(self, record: dict[str, Any]) -> bool:
+        """Make this directory this process's run by creating config.json exclusively (O_EXCL),
+        so that of two processes racing on one directory only one writes; the other gets a
+        ConfigError. Returns whether the directory was created here (for `release`)."""
+        created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.config_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise ConfigError(
+                f"{self.path} already holds a run; continue it with --resume {self.path}, or "
+                "choose another --run-dir (nothing there was changed)."
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
+        return created
+
+    def release(self, created: bool) -> None:
+        """Undo `claim` when nothing was trained: config.json goes, and the directory if it was
+        created by the claim and is empty."""
+        self.config_file.unlink(missing_ok=True)
+        if created:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+
+    def check_resume(self, record: dict[str, Any]) -> int:
+        """The intervals done in the checkpoint, after refusing (before anything compiles) a
+        `record` (`config_record`) that differs from the saved one, naming each field."""
+        header, _ = checkpoint.read_header(self.checkpoint)
+        saved = header.get("config") or {}
+        fields = sorted(k for k in record.keys() | saved.keys() if record.get(k) != saved.get(k))
+        if "total_timesteps" in fields:
+            was, now = saved.get("total_timesteps"), record.get("total_timesteps")
+            raise ConfigError(
+                f"--resume continues {self.path} to its saved total_timesteps ({was}), not "
+                f"{now}: training longer is not supported, as schedules (learning-rate "
+                "annealing, exploration) are fractions of the budget; start a new run instead."
+            )
+        if fields:
+            diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {record.get(k)!r}" for k in fields)
+            raise checkpoint.CheckpointError(
+                f"The checkpoint at {self.checkpoint} has a different config: {diffs}."
+            )
+        return header["interval"]
 
     def write_config(self, record: dict[str, Any]) -> None:
         atomic_write(self.config_file, json.dumps(record, indent=2) + "\n")

@@ -27,7 +27,7 @@ from canter.common.run.batch import Batch, make_batch
 from canter.common.run.devices import gather, pad, place, use_cpu_cores
 from canter.common.run.interrupts import Preemption, call
 from canter.common.run.logging import MetricsLog
-from canter.common.run.programs import Programs, compile_programs
+from canter.common.run.programs import Programs, compile_claimed
 from canter.common.run.rundir import RunDir, algorithm_source, config_record
 
 
@@ -107,11 +107,15 @@ def run(
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
     host = _check_host(train, data_parallel)
-    programs = compile_programs(make_train, batch, data_parallel, one_device=host)
+    record = config_record(algo, config, batch.sweep)
+    if resume:
+        out.check_resume(record)  # a changed flag is refused before anything compiles
+    claim = out if out is not None and main and not resume else None
+    written = {**record, "source": algorithm_source(make_train)}
+    programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
     where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
-    record = config_record(algo, config, batch.sweep)
     state, eval_keys = programs.start(programs.configs, programs.keys)
     loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
     first = 0
