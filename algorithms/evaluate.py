@@ -34,6 +34,13 @@ from PIL import Image
 # Frames of classic-control environments are drawn with pygame, which needs no screen this way.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+# MuJoCo frames need an OpenGL context; without a display, MuJoCo's default (GLFW) has none, so
+# render offscreen through EGL (set MUJOCO_GL yourself for another backend: osmesa, glfw).
+if (
+    not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    and sys.platform != "darwin"
+):
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def load_algorithm(out: RunDir, algorithm: Path | None = None) -> ModuleType:

@@ -3,6 +3,7 @@ refusals, and training through the runner."""
 
 import csv
 import dataclasses
+import os
 import shutil
 import subprocess
 import sys
@@ -271,6 +272,30 @@ def test_mujoco_envs_print_no_deprecation_and_leave_no_log_file(tmp_path):
     assert "deprecated" not in output and "settotalmass" not in output, output[-2000:]
     assert done.stdout.strip() == "done", done.stdout
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+@pytest.mark.slow
+def test_a_mujoco_gif_renders_offscreen_without_a_display(repo_root, tmp_path):
+    pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
+    from canter.algorithms import sac
+
+    config = sac.Config(env="gymnasium:HalfCheetah-v5", total_timesteps=200, learning_starts=100,
+                        eval_every=200, num_eval_envs=1, hidden_size=16)  # fmt: skip
+    trainer.run(config, sac.make_train, algo="sac", verbose=False, run_dir=tmp_path / "r")
+    gif = tmp_path / "cheetah.gif"
+    command = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r"),
+               "--episodes", "1", "--gif", str(gif)]  # fmt: skip
+    headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    headless.pop("MUJOCO_GL", None)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=headless)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "over 1000 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
+    # A backend that cannot draw here (GLFW needs a display) is refused in one line, no traceback.
+    glfw = {**headless, "MUJOCO_GL": "glfw"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=glfw)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]  # above it: GLFW's own warning, if any
+    assert last.startswith("error: gymnasium:HalfCheetah-v5 cannot draw frames") and "=egl" in last
 
 
 # --- learning: the Gymnasium twins of two gymnax references (something no one here wrote)

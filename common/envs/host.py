@@ -374,7 +374,22 @@ def render_episode(
     except (TypeError, gymnasium.error.Error) as error:
         raise ConfigError(f"{env.name} cannot render frames: {error}") from None
     obs, _ = renderer.reset(seed=seed)
-    frames, returns, total = [renderer.render()], [0.0], 0.0
+    try:
+        frames, returns, total = [renderer.render()], [0.0], 0.0
+    except Exception as error:  # no OpenGL here: MuJoCo raises FatalError, PyOpenGL others
+        renderer.close()
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        hint = ""
+        if _extra_for(env.env_id) == "mujoco":
+            backend = os.environ.get("MUJOCO_GL", "glfw")
+            hint = (
+                f" MuJoCo drew with MUJOCO_GL={backend}; offscreen it needs EGL "
+                "(MUJOCO_GL=egl, apt install libegl1) or OSMesa (MUJOCO_GL=osmesa, apt install "
+                "libosmesa6)."
+            )
+        raise ConfigError(
+            f"{env.name} cannot draw frames here ({type(error).__name__}: {reason}).{hint}"
+        ) from None
     for _ in range(max_steps):
         action = np.asarray(policy(env.pool._obs(obs).astype(np.float32)))
         action = int(action) if env._discrete else np.clip(action, env._low, env._high)
