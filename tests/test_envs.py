@@ -120,3 +120,23 @@ def test_importing_canter_leaves_jax_untouched():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "untouched" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_log_extra_installs_tensorboard_which_opens_the_event_files(tmp_path):
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extra = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["log"]
+    names = {entry.split("[")[0].split(">")[0].split("=")[0].split("<")[0] for entry in extra}
+    assert {"tensorboard", "tensorboardX"} <= names, extra  # the reader, and the writer canter uses
+    pytest.importorskip("tensorboard", reason="the log extra: pip install -e '.[log]'")
+    tensorboardX = pytest.importorskip("tensorboardX")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    writer = tensorboardX.SummaryWriter(str(tmp_path))
+    writer.add_scalar("charts/episodic_return", 12.5, 3)
+    writer.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    [scalar] = events.Scalars("charts/episodic_return")
+    assert (scalar.step, scalar.value) == (3, 12.5)
