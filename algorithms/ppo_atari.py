@@ -337,6 +337,8 @@ def make_train(config: Config) -> trainer.Train:
         action=ACTION_SPACE,
         algorithm="ppo_atari.py",
         image=True,
+        image_hint="it trains on Atari frames (gymnasium:ALE/<Game>-v5); for other envs use "
+        "algorithms/ppo.py",
         episodic_life=config.episodic_life,
         clip_rewards=config.clip_rewards,
     )

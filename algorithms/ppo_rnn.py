@@ -47,7 +47,9 @@ ACTION_SPACE = "discrete"
 @dataclasses.dataclass(frozen=True)
 class Config:
     env: str = "CartPole-v1"
-    """gymnax environment id (discrete actions)."""
+    """Environment (discrete actions): a gymnax id (CartPole-v1, Breakout-MinAtar, ...), a
+    registered name (CartPole-v1-NoVelocity, or yours: `register_env`), or `gymnasium:<id>` for
+    any Gymnasium id (gymnasium:ALE/Breakout-v5, ...). See docs/environments.md."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1

@@ -48,7 +48,9 @@ ACTION_SPACE = "discrete"
 @dataclasses.dataclass(frozen=True)
 class Config:
     env: str = "CartPole-v1"
-    """gymnax environment id (discrete actions)."""
+    """Environment (discrete actions): a gymnax id (CartPole-v1, Breakout-MinAtar, ...), a
+    registered name (CartPole-v1-NoVelocity, or yours: `register_env`), or `gymnasium:<id>` for
+    any Gymnasium id (gymnasium:ALE/Breakout-v5, ...). See docs/environments.md."""
     sticky_action_prob: UnitInterval = 0.0
     """Probability that the env repeats its last action instead (MinAtar games only)."""
     seed: int = 0

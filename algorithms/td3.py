@@ -44,7 +44,9 @@ ACTION_SPACE = "continuous"
 @dataclasses.dataclass(frozen=True)
 class Config:
     env: str = "Pendulum-v1"
-    """gymnax environment id (continuous actions)."""
+    """Environment (continuous actions): a gymnax id (Pendulum-v1, MountainCarContinuous-v0,
+    ...), a registered name (yours: `register_env`), or `gymnasium:<id>` for any Gymnasium id
+    (gymnasium:HalfCheetah-v5, ...). See docs/environments.md."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1

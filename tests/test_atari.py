@@ -121,8 +121,10 @@ def test_training_sees_lives_as_episodes_and_clipped_rewards_while_stats_and_eva
 def test_ppo_atari_refuses_what_its_network_cannot_take():
     with pytest.raises(ConfigError, match="needs 84x84 frames"):
         ppo_atari.make_train(ppo_atari.Config(env="Breakout-MinAtar"))
-    with pytest.raises(ConfigError, match="needs image observations"):
+    with pytest.raises(ConfigError, match="needs image observations") as refused:
         ppo_atari.make_train(ppo_atari.Config(env="CartPole-v1"))
+    assert "--network" not in str(refused.value)  # a flag ppo_atari.py does not have
+    assert "ALE/<Game>-v5" in str(refused.value) and "algorithms/ppo.py" in str(refused.value)
     with pytest.raises(ConfigError, match="eval_max_steps"):
         ppo_atari.make_train(ppo_atari.Config(eval_max_steps=0))
 

@@ -1,5 +1,6 @@
 """make_env validation, flattening and the fixed-shape episode statistics."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,31 @@ def test_unknown_env_lists_valid_names():
     message = str(error.value)
     assert "CartPole-v9" in message and "CartPole-v1" in message and "Breakout-MinAtar" in message
     assert set(env_names()) >= {"CartPole-v1", "Pendulum-v1", "ProbeConstant"}
+
+
+def test_a_name_of_another_family_says_so_first():
+    with pytest.raises(ConfigError) as error:
+        make_env("HalfCheetah-v5")
+    assert (
+        str(error.value) == "HalfCheetah-v5 is a Gymnasium env: use --env gymnasium:HalfCheetah-v5."
+    )
+    with pytest.raises(
+        ConfigError, match="^ALE/Pong-v5 is a Gymnasium env: use --env gymnasium:ALE"
+    ):
+        make_env("ALE/Pong-v5")
+    with pytest.raises(ConfigError, match="^Breakout-MinAtar is a gymnax env: use --env Breakout-"):
+        make_env("gymnasium:Breakout-MinAtar")
+
+
+def test_help_names_every_env_family():
+    ppo = Path(__file__).resolve().parent.parent / "algorithms" / "ppo.py"
+    done = subprocess.run([sys.executable, str(ppo), "--help"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    help_text = " ".join(done.stdout.replace("│", " ").split())
+    env_help = help_text[help_text.index("--env STR") :][:400]
+    for family in ("a gymnax id", "registered name", "register_env", "`gymnasium:<id>`"):
+        assert family in env_help, env_help
 
 
 def test_action_kind_mismatch_names_the_kind():

@@ -132,6 +132,10 @@ def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error:
+        from canter.common.envs.registry import env_names
+
+        if env_id in env_names():
+            raise ConfigError(f"{env_id} is a gymnax env: use --env {env_id}.") from None
         close = [n for n in gymnasium.registry if n.split("-")[0] == env_id.split("-")[0]]
         hint = f" Registered versions: {', '.join(close)}." if close else ""
         raise ConfigError(

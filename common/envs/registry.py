@@ -112,10 +112,24 @@ def _build(name: str) -> tuple[Any, Any]:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
             return gymnax.make(name)
+    if _is_gymnasium_id(name):
+        raise ConfigError(f"{name} is a Gymnasium env: use --env {HOST_PREFIX}{name}.")
     raise ConfigError(
         f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
+
+
+def _is_gymnasium_id(name: str) -> bool:
+    """Whether `name`, not a gymnax or registered name, is a Gymnasium id (an ALE game counts
+    even before ale-py registers it): the refusal then says to prefix it, before anything else."""
+    if atari.is_atari(name):
+        return True
+    try:
+        import gymnasium
+    except ImportError:
+        return False
+    return name in gymnasium.registry
 
 
 def make_env(
@@ -124,6 +138,7 @@ def make_env(
     action: ActionKind | None = None,
     algorithm: str = "",
     image: bool = False,
+    image_hint: str = "",
     sticky_action_prob: float | ArrayLike = 0.0,
     episodic_life: bool = True,
     clip_rewards: bool = True,
@@ -131,8 +146,9 @@ def make_env(
     """Env `name` with float observations and episode statistics, and its default params.
 
     Observations are flat vectors, or with `image` keep their HxWxC shape (for a CNN; an env
-    without image observations is refused). With `action`, fail (before anything compiles)
-    when the env's action space is of the other kind (an `ActionSpaceError`).
+    without image observations is refused, the message ending with the caller's `image_hint`,
+    what to do instead, or by default `--network mlp`). With `action`, fail (before anything
+    compiles) when the env's action space is of the other kind (an `ActionSpaceError`).
     `sticky_action_prob` wraps the MinAtar games in `StickyActions` (always, so a traced
     probability gives the same program as a concrete one); above 0 elsewhere it is refused.
     Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
@@ -148,10 +164,13 @@ def make_env(
         )
     shape = tuple(env.observation_space(params).shape)
     if image and len(shape) != 3:
+        image_hint = image_hint or (
+            f"use --network mlp (image envs: {', '.join(STICKY_ACTION_ENVS)}, and "
+            f"{HOST_PREFIX}ALE/<Game>-v5)"
+        )
         raise ConfigError(
-            f"network 'cnn' needs image observations (height x width x channels), but {name} "
-            f"gives shape {shape}; use --network mlp (image envs: {', '.join(STICKY_ACTION_ENVS)}"
-            f", and {HOST_PREFIX}ALE/<Game>-v5)."
+            f"{algorithm or 'this algorithm'}'s CNN needs image observations (height x width x "
+            f"channels), but {name} gives shape {shape}; {image_hint}."
         )
     if name in STICKY_ACTION_ENVS:
         env = StickyActions(env, sticky_action_prob)
