@@ -328,8 +328,8 @@ def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_ro
     assert "compiled" not in out and "Traceback" not in err
     longer = cli(repo_root, "--resume", str(run_dir), "--total-timesteps", str(4 * 16 * 20))
     out, err = longer.communicate(timeout=300)
-    assert longer.returncode == 2 and "training longer is not supported" in err, err
-    assert "total_timesteps (640), not 1280" in err and "compiled" not in out
+    assert longer.returncode == 2 and "depends on the budget" in err, err  # annealed lr
+    assert "(--total-timesteps 640) to --total-timesteps 1280" in err and "compiled" not in out
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     run(run_dir=run_dir, resume=True)  # now finished
     done = cli(repo_root, "--resume", str(run_dir))
@@ -337,3 +337,24 @@ def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_ro
     assert done.returncode == 0, err
     assert f"{run_dir} is finished (5/5 intervals): nothing to resume." in out
     assert "compiled" not in out
+
+
+def test_train_longer_equals_a_run_started_with_the_larger_budget(tmp_path):
+    flat = dataclasses.replace(SMALL, anneal_lr=False)  # nothing in the program counts the budget
+    longer = dataclasses.replace(flat, total_timesteps=2 * flat.total_timesteps)
+    whole = run(longer, run_dir=tmp_path / "whole")
+    for name, first in (("finished", {}), ("unfinished", {"stop_after": 2})):
+        run_dir = tmp_path / name
+        run(flat, run_dir=run_dir, checkpoint_every=1, **first)
+        resumed = run(longer, run_dir=run_dir, resume=True)
+        assert resumed.summary["complete"] and resumed.summary["env_steps"] == 1280
+        difference = max(
+            max_difference(resumed.state, whole.state),
+            max_difference(resumed.metrics, whole.metrics),
+        )
+        assert difference < 1e-4, (name, difference)
+        _, rows = csv_rows(run_dir / "seed_0" / "metrics.csv")
+        assert [r[0] for r in rows] == list(range(1, 11))
+        assert json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 1280
+    with pytest.raises(ConfigError, match="a run cannot be shortened"):
+        run(flat, run_dir=tmp_path / "finished", resume=True)

@@ -19,10 +19,11 @@ from typing import Annotated, Any, Literal
 import jax
 import tyro
 from canter.common.config import ConfigError
-from canter.common.run.batch import parse_sweep
+from canter.common.run.batch import make_batch, parse_sweep
 from canter.common.run.debug import run_debug
 from canter.common.run.devices import use_cpu_cores
 from canter.common.run.interrupts import Interrupted
+from canter.common.run.programs import check_resume
 from canter.common.run.rundir import RunDir, config_record, new_run_dir, run_name
 from canter.common.run.runner import RunResult, run
 
@@ -197,8 +198,8 @@ def _aliases(argv: list[str], config_cls: type) -> list[str]:
 def _finished(path: Path, config: Any, make_train: Callable, algo: str, sweep: dict) -> bool:
     """Whether the run in `path` (to be resumed with `config`) is finished; says so if it is.
     A config that differs from the saved one is refused here, before anything compiles."""
-    out = RunDir(path)
-    done = out.check_resume(config_record(algo, config, sweep))
+    record = config_record(algo, config, sweep)
+    done, _ = check_resume(RunDir(path), record, make_train, make_batch(config, sweep))
     total = make_train(config).num_intervals  # builds the env, compiles nothing
     if done < total:
         return False

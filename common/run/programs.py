@@ -13,8 +13,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from canter.common.run import health
-from canter.common.run.batch import Batch
+from canter.common.run.batch import Batch, make_batch
 from canter.common.run.devices import batch_shardings, env_shardings, pad, place
 from canter.common.run.interrupts import interruptible
 from canter.common.run.rundir import RunDir
@@ -109,3 +110,58 @@ def compile_claimed(
         if claim is not None:
             claim.release(created)
         raise
+
+
+def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) -> tuple:
+    """(intervals done, saved record) of the checkpoint in `out`, refusing before anything
+    compiles a config that differs from the saved one. A larger total_timesteps ("train
+    longer") is allowed exactly when the programs of `start` and of one `interval` are the same
+    for both budgets (traced, not compiled): then the continued run equals one started with the
+    new budget. A schedule over the budget (an annealed learning rate, an exploration
+    fraction) or a ragged last interval makes them differ, and the run is refused."""
+
+    def longer(saved: dict) -> str | None:
+        before = dataclasses.replace(batch.config, total_timesteps=saved["total_timesteps"])
+        traced(make_train, batch)  # a process's first trace can hold constants later ones share
+        if _same(traced(make_train, make_batch(before, batch.sweep)), traced(make_train, batch)):
+            return None
+        return (
+            "one interval's program depends on the budget (a schedule over it, such as an "
+            "annealed learning rate or an exploration fraction, or a ragged last interval), so "
+            "the continued run would not equal a run started with the new budget"
+        )
+
+    return out.check_resume(record, longer)
+
+
+def traced(make_train: Callable, batch: Batch) -> list:
+    """The jaxprs of `start` and of one `interval` over `batch` (tracing, no compiling)."""
+    configs, keys = batch.inputs()
+    start = jax.vmap(lambda c, k: make_train(c).start(k))
+    interval = jax.vmap(lambda c, s, k, i: make_train(c).interval(s, k, i), in_axes=(0, 0, 0, None))
+    state, key = jax.eval_shape(start, configs, keys)
+    index = jax.ShapeDtypeStruct((), jnp.int32)
+    return [
+        jax.make_jaxpr(start)(configs, keys),
+        jax.make_jaxpr(interval)(configs, state, key, index),
+    ]
+
+
+def _same(a: list, b: list) -> bool:
+    """Whether two lists of closed jaxprs are the same program: text and constants."""
+
+    def data(x: Any) -> np.ndarray:
+        is_key = jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+        return np.asarray(jax.random.key_data(x) if is_key else x)
+
+    for x, y in zip(a, b, strict=True):
+        if str(x) != str(y) or len(x.consts) != len(y.consts):
+            return False
+        for c, d in zip(x.consts, y.consts, strict=True):
+            try:
+                if not np.array_equal(data(c), data(d)):
+                    return False
+            except (TypeError, ValueError):  # not an array: only the same object is the same
+                if c is not d:
+                    return False
+    return True

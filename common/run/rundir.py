@@ -130,25 +130,31 @@ class RunDir:
             except OSError:
                 pass
 
-    def check_resume(self, record: dict[str, Any]) -> int:
-        """The intervals done in the checkpoint, after refusing (before anything compiles) a
-        `record` (`config_record`) that differs from the saved one, naming each field."""
+    def check_resume(
+        self, record: dict[str, Any], longer: Callable[[dict], str | None] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """(intervals done, saved record) of the checkpoint, after refusing (before anything
+        compiles) a `record` (`config_record`) that differs from the saved one, naming each
+        field. A larger total_timesteps alone is allowed where `longer(saved)` gives no reason
+        against it."""
         header, _ = checkpoint.read_header(self.checkpoint)
         saved = header.get("config") or {}
         fields = sorted(k for k in record.keys() | saved.keys() if record.get(k) != saved.get(k))
-        if "total_timesteps" in fields:
-            was, now = saved.get("total_timesteps"), record.get("total_timesteps")
-            raise ConfigError(
-                f"--resume continues {self.path} to its saved total_timesteps ({was}), not "
-                f"{now}: training longer is not supported, as schedules (learning-rate "
-                "annealing, exploration) are fractions of the budget; start a new run instead."
-            )
-        if fields:
+        if fields == ["total_timesteps"]:
+            was, now = saved["total_timesteps"], record["total_timesteps"]
+            why = "a run cannot be shortened" if now < was else "not supported here"
+            why = longer(saved) if now > was and longer is not None else why
+            if why:
+                raise ConfigError(
+                    f"--resume cannot continue {self.path} (--total-timesteps {was}) to "
+                    f"--total-timesteps {now}: {why}; start a new run instead."
+                )
+        elif fields:
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {record.get(k)!r}" for k in fields)
             raise checkpoint.CheckpointError(
                 f"The checkpoint at {self.checkpoint} has a different config: {diffs}."
             )
-        return header["interval"]
+        return header["interval"], saved
 
     def write_config(self, record: dict[str, Any]) -> None:
         atomic_write(self.config_file, json.dumps(record, indent=2) + "\n")

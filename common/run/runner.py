@@ -27,7 +27,7 @@ from canter.common.run.batch import Batch, make_batch
 from canter.common.run.devices import gather, pad, place, use_cpu_cores
 from canter.common.run.interrupts import Preemption, call
 from canter.common.run.logging import MetricsLog
-from canter.common.run.programs import Programs, compile_claimed
+from canter.common.run.programs import Programs, check_resume, compile_claimed
 from canter.common.run.rundir import RunDir, algorithm_source, config_record
 
 
@@ -109,7 +109,7 @@ def run(
     host = _check_host(train, data_parallel)
     record = config_record(algo, config, batch.sweep)
     if resume:
-        out.check_resume(record)  # a changed flag is refused before anything compiles
+        _, saved = check_resume(out, record, make_train, batch)  # before anything compiles
     claim = out if out is not None and main and not resume else None
     written = {**record, "source": algorithm_source(make_train)}
     programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
@@ -120,7 +120,7 @@ def run(
     loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
     first = 0
     if resume:
-        state, first = loop.resume(out, programs, batch, record)
+        state, first = loop.resume(out, programs, batch, saved)
         _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
         if host:
             restart = "the episodes in flight restart (their last step reads as truncated)"
