@@ -14,6 +14,7 @@
   runner waits for every interval anyway, so inline dispatch costs nothing and stays.
 """
 
+import itertools
 import os
 from typing import Any
 
@@ -106,6 +107,21 @@ def gather(tree: Any) -> Any:
 
         data = multihost_utils.process_allgather(data, tiled=True)
     return keys.from_data(jax.device_get(data), tree)
+
+
+_barriers = itertools.count()
+
+
+def wait_for_processes(name: str, timeout_s: float = 3600.0) -> None:
+    """Under multi-host, wait until every process gets here; elsewhere nothing. This is the
+    coordination service's barrier, not a collective: gloo gives up on a process that comes
+    more than 30 s late to the first collective, as a slower compile on a loaded host can."""
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed  # the client jax.distributed.initialize made
+
+    barrier = f"canter-{name}-{next(_barriers)}"  # the same sequence on every process
+    distributed.global_state.client.wait_at_barrier(barrier, int(timeout_s * 1000))
 
 
 def shard_minibatches(minibatches: PyTree) -> PyTree:

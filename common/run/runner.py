@@ -24,7 +24,7 @@ from canter.common.config import ConfigError
 from canter.common.envs import is_host_env
 from canter.common.run import checkpoint, health, report
 from canter.common.run.batch import Batch, make_batch
-from canter.common.run.devices import gather, pad, place, use_cpu_cores
+from canter.common.run.devices import gather, pad, place, use_cpu_cores, wait_for_processes
 from canter.common.run.interrupts import Preemption, call
 from canter.common.run.logging import MetricsLog
 from canter.common.run.programs import Programs, check_resume, compile_claimed
@@ -113,6 +113,7 @@ def run(
     claim = out if out is not None and main and not resume else None
     written = {**record, "source": algorithm_source(make_train)}
     programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
+    wait_for_processes("compiled")  # every process compiled before the first collective
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
     where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
