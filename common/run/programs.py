@@ -104,9 +104,8 @@ def compile_claimed(
     helper thread: SIGTERM or SIGINT meanwhile raises `Interrupted` at once (exit 75 from the
     command line) and undoes the claim, as nothing was trained (common/run/interrupts.py)."""
     created = claim.claim(record) if claim is not None else False
-    # Under multi-host, compile on the main thread as the processes always did: the two-process
-    # test timed out twice at its collectives under the full suite's load once compiling moved
-    # to a helper thread (cause not found), and never before.
+    # Under multi-host, compile on the main thread: a signal there stops one process of several,
+    # which the coordination service turns into every process's exit anyway.
     compile_on = interruptible if jax.process_count() == 1 else lambda fn, *a: fn(*a)
     try:
         return compile_on(compile_programs, make_train, batch, *args)

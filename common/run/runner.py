@@ -104,6 +104,7 @@ def run(
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
     out = _check_options(run_dir, resume, checkpoint_every, track)
+    wait_for_processes("checked")  # every process saw the directory before process 0 claims it
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
     host = _check_host(train, data_parallel)
@@ -143,7 +144,8 @@ def run(
                 loop.save(i, state)
             if stopped:
                 break
-        loop.writer.close()  # the last checkpoint is on disk before the run returns
+        loop.writer.close()  # the last checkpoint is on disk before the run returns,
+        wait_for_processes("saved")  # on every process (process 0 writes it)
     return loop.finish(state, stopped)
 
 
