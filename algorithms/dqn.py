@@ -71,7 +71,7 @@ class Config:
     train_frequency: PositiveInt = 10
     """Env steps (all envs together) per update; divides num_envs or is a multiple of it."""
     optimizer: Literal["adam", "rmsprop"] = "adam"
-    """Adam, or the MinAtar paper's centred RMSProp (decay 0.95, momentum 0.95, eps 0.01)."""
+    """Adam, or the MinAtar paper's centred RMSProp (decay 0.95, eps 0.01, no momentum)."""
     learning_rate: NonNegative = 2.5e-4
     """Learning rate."""
     gamma: UnitInterval = 0.99
@@ -84,8 +84,10 @@ class Config:
     """Exploration epsilon at the start."""
     end_e: UnitInterval = 0.05
     """Exploration epsilon at the end of the schedule."""
-    exploration_fraction: PositiveFraction = 0.5
-    """Fraction of total_timesteps over which epsilon decays linearly."""
+    exploration_delay: NonNegativeInt = 0
+    """Env steps at start_e before epsilon starts to decay."""
+    exploration_steps: PositiveInt = 250_000
+    """Env steps over which epsilon then decays linearly to end_e."""
     loss: Literal["mse", "huber"] = "mse"
     """TD loss: squared error, or Huber with delta 1."""
     double_q: bool = False
@@ -217,9 +219,21 @@ def polyak_update(online: PyTree, target: PyTree, tau: float | Float[Array, ""])
 
 
 def linear_epsilon(config: Config, env_steps: Int[Array, ""]) -> Float[Array, ""]:
-    """Exploration rate decaying linearly from start_e to end_e over a fraction of the run."""
-    slope = (config.end_e - config.start_e) / (config.exploration_fraction * config.total_timesteps)
-    return jnp.maximum(config.start_e + slope * env_steps, config.end_e)  # CleanRL schedule
+    """Exploration rate: start_e for exploration_delay env steps, then linear to end_e over
+    exploration_steps, then end_e. In env steps, not a fraction of the budget, so a run can be
+    continued to a larger budget unchanged."""
+    progress = (env_steps - config.exploration_delay) / config.exploration_steps
+    return config.start_e + jnp.clip(progress, 0.0, 1.0) * (config.end_e - config.start_e)
+
+
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+    """Adam, or PyTorch's centred RMSprop as the MinAtar reference builds it: eps outside the
+    square root, no momentum (a momentum of 0.95 would make the steady step ~20x larger)."""
+    if config.optimizer == "rmsprop":
+        return optax.rmsprop(
+            config.learning_rate, decay=0.95, eps=0.01, eps_in_sqrt=False, centered=True
+        )
+    return optax.adam(config.learning_rate)
 
 
 def epsilon_greedy(
@@ -260,16 +274,7 @@ def make_train(config: Config) -> trainer.Train:
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-    optimizer = optax.adam(config.learning_rate)
-    if config.optimizer == "rmsprop":  # PyTorch's RMSprop: eps outside the square root
-        optimizer = optax.rmsprop(
-            config.learning_rate,
-            decay=0.95,
-            eps=0.01,
-            eps_in_sqrt=False,
-            centered=True,
-            momentum=0.95,
-        )
+    optimizer = make_optimizer(config)
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -380,11 +385,16 @@ def make_train(config: Config) -> trainer.Train:
     )
 
 
-# The MinAtar paper's DQN (kenjyoung/MinAtar examples/dqn.py, all games alike): one env, an
-# update of 32 per env step from 100,000 transitions (5,000 first), target copied every 1,000
-# steps, epsilon 1 -> 0.1 over 100,000 steps, Huber loss, centred RMSProp at 2.5e-4, gamma 0.99,
-# conv + 128 ReLU units, sticky actions 0.1. Deviation: epsilon decays from step 0 (MinAtar
-# acts uniformly for the first 5,000 steps, then decays); 1e7 env steps (the paper: 5e6).
+# The MinAtar paper's DQN (Young & Tian 2019; kenjyoung/MinAtar examples/dqn.py, all games
+# alike): one env; 5,000 uniformly random steps, then epsilon 1 -> 0.1 over 100,000 steps; an
+# update of 32 transitions per env step from a 100,000 replay; target copied every 1,000 updates;
+# Huber loss; centred RMSprop (lr 2.5e-4, alpha 0.95, eps 0.01, no momentum: the reference's
+# GRAD_MOMENTUM is unused); gamma 0.99; conv + 128 ReLU units; sticky actions 0.1.
+# Deviations: updates start after 5,000 stored transitions (the reference's first follows the
+# 5,002nd: it tests t > 5000 after storing transition t) and the target is copied every 1,000 env
+# steps (the reference counts updates, one per step after warm-up: the same cadence, shifted by
+# a few steps); 1e7 env steps (the paper: 5e6); returns are greedy evaluations (the paper
+# reports training episodes).
 MINATAR = dict(
     sticky_action_prob=0.1,
     total_timesteps=10_000_000,
@@ -398,7 +408,8 @@ MINATAR = dict(
     optimizer="rmsprop",
     target_network_frequency=1_000,
     end_e=0.1,
-    exploration_fraction=0.01,
+    exploration_delay=5_000,
+    exploration_steps=100_000,
     loss="huber",
     network="cnn",
     hidden_sizes=(128,),

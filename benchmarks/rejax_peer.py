@@ -87,7 +87,7 @@ def dqn(config):
         gamma=config.gamma,
         eps_start=config.start_e,
         eps_end=config.end_e,
-        exploration_fraction=config.exploration_fraction,
+        exploration_fraction=config.exploration_steps / config.total_timesteps,
         target_update_freq=config.target_network_frequency,
         polyak=0.0,  # a hard copy, as in canter
         ddqn=False,

@@ -29,7 +29,7 @@ def test_every_float_field_has_a_range_and_refuses_nan(module):
 @pytest.mark.parametrize(
     "module, field, value",
     [
-        (dqn, "exploration_fraction", 0.0),  # divided by zero: NaN epsilon
+        (dqn, "exploration_steps", 0),  # divided by zero: NaN epsilon
         (dqn, "gamma", 1.5),
         (dqn, "tau", 0.0),
         (dqn, "learning_rate", -1e-3),
@@ -49,7 +49,8 @@ def test_out_of_range_values_are_refused_naming_the_field(module, field, value):
 
 def test_no_clipping_and_certain_values_at_the_edges_are_allowed():
     ppo.Config(max_grad_norm=math.inf, gamma=1.0, ent_coef=0.0, learning_rate=0.0)  # frozen
-    dqn.Config(tau=1.0, exploration_fraction=1.0, end_e=0.0)
+    dqn.Config(tau=1.0, exploration_delay=0, end_e=0.0)
+    pqn.Config(exploration_fraction=1.0)
 
 
 def test_a_sweep_point_out_of_range_is_refused():
@@ -58,11 +59,11 @@ def test_a_sweep_point_out_of_range_is_refused():
 
 
 def test_cli_refuses_out_of_range_before_compiling(repo_root, tmp_path):
-    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), "--exploration-fraction",
+    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), "--exploration-steps",
                "0", "--run-dir", str(tmp_path / "run")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "exploration_fraction = 0.0" in done.stderr and "Traceback" not in done.stderr
+    assert "exploration_steps = 0" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()
 
 

@@ -8,6 +8,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from canter.algorithms import dqn, trainer
 from canter.common.config import ConfigError
@@ -264,3 +265,48 @@ def test_a_run_started_from_python_resumes_from_python(tmp_path):
     _, whole = jax.jit(jax.vmap(dqn.make_train(config)))(trainer.seed_keys(0, 2))
     for name, value in whole["eval"].items():
         np.testing.assert_allclose(resumed.metrics["eval"][name], value, rtol=1e-4, atol=1e-4)
+
+
+def test_minatar_preset_uses_the_references_rmsprop_without_momentum():
+    # PyTorch's RMSprop(alpha=0.95, eps=0.01, centered=True), momentum 0, as the MinAtar
+    # reference builds it: v = a v + (1 - a) g^2, m = a m + (1 - a) g,
+    # p -= lr g / (sqrt(v - m^2) + eps).
+    config = dqn.Config(**dqn.PRESETS["Breakout-MinAtar"])
+    optimizer = dqn.make_optimizer(config)
+    grads = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    params = jnp.zeros(3)
+    state = optimizer.init(params)
+    v, m, expected = np.zeros(3), np.zeros(3), np.zeros(3)
+    for g in grads:
+        updates, state = optimizer.update(jnp.asarray(g), state, params)
+        params = optax.apply_updates(params, updates)
+        v, m = 0.95 * v + 0.05 * g**2, 0.95 * m + 0.05 * g
+        expected -= 2.5e-4 * g / (np.sqrt(v - m**2) + 0.01)
+    np.testing.assert_allclose(params, expected, rtol=1e-5, atol=1e-9)
+
+
+def test_minatar_preset_explores_uniformly_then_decays_over_100k_env_steps():
+    # The reference: uniform actions for t < 5000, then 1.0 -> 0.1 linearly over 100,000 steps.
+    config = dqn.Config(**dqn.PRESETS["Breakout-MinAtar"])
+    steps = jnp.array([0, 4_999, 5_000, 55_000, 105_000, 10_000_000])
+    epsilon = jax.vmap(lambda t: dqn.linear_epsilon(config, t))(steps)
+    np.testing.assert_allclose(epsilon, [1.0, 1.0, 1.0, 0.55, 0.1, 0.1], atol=1e-6)
+    # In env steps, whatever the budget: the same schedule in a shorter run.
+    shorter = dataclasses.replace(config, total_timesteps=200_000)
+    assert float(dqn.linear_epsilon(shorter, jnp.array(55_000))) == pytest.approx(0.55)
+
+
+def test_epsilon_in_the_training_loop_follows_the_schedule():
+    config = dataclasses.replace(
+        probe_config("CartPole-v1"),
+        total_timesteps=4 * 30,
+        eval_every=1,  # one iteration (4 env steps) per interval: its metrics are its own
+        exploration_delay=30,
+        exploration_steps=40,
+        end_e=0.2,
+    )
+    _, metrics = jax.jit(dqn.make_train(config))(jax.random.key(0))
+    steps = np.asarray(metrics["train"]["env_steps"])  # after the iteration's 4 steps
+    expected = 1.0 - 0.8 * np.clip((steps - 30) / 40, 0.0, 1.0)
+    np.testing.assert_allclose(metrics["train"]["epsilon"], expected, atol=1e-6)
+    assert expected[0] == 1.0 and expected[-1] == pytest.approx(0.2)
