@@ -61,8 +61,8 @@ class Config:
     """Independent seeds trained at once (vmapped, one compiled program)."""
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: PositiveInt = 50
-    """Iterations between greedy evaluations."""
+    eval_every: PositiveInt = 25_600
+    """Env steps per seed between greedy evaluations; rounded down to whole iterations."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
     num_envs: PositiveInt = 4
@@ -435,7 +435,7 @@ def make_train(config: Config) -> trainer.Train:
 # 2x256, 1e7 env steps; no sticky actions, as gymnax's MinAtar has none (MinAtar's own: 0.1).
 MINATAR = dict(
     total_timesteps=10_000_000,
-    eval_every=50,
+    eval_every=409_600,  # 50 iterations
     num_eval_envs=32,
     num_envs=64,
     num_minibatches=8,

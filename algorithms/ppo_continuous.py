@@ -54,8 +54,9 @@ class Config:
     """Independent seeds trained at once (vmapped, one compiled program)."""
     total_timesteps: PositiveInt = 1_000_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: PositiveInt = 20
-    """Iterations between deterministic (mean-action) evaluations."""
+    eval_every: PositiveInt = 81_920
+    """Env steps per seed between deterministic (mean-action) evaluations; rounded down to
+    whole iterations."""
     num_eval_envs: PositiveInt = 32
     """Environments (one episode each) per evaluation."""
     num_envs: PositiveInt = 16

@@ -56,8 +56,8 @@ class Config:
     """Independent seeds trained at once (vmapped, one compiled program)."""
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: PositiveInt = 50
-    """Iterations between greedy evaluations."""
+    eval_every: PositiveInt = 25_600
+    """Env steps per seed between greedy evaluations; rounded down to whole iterations."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
     num_envs: PositiveInt = 4

@@ -59,8 +59,8 @@ class Config:
     """Independent seeds trained at once (vmapped, one compiled program)."""
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
-    eval_every: PositiveInt = 25
-    """Iterations between greedy evaluations."""
+    eval_every: PositiveInt = 51_200
+    """Env steps per seed between greedy evaluations; rounded down to whole iterations."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
     num_envs: PositiveInt = 32
@@ -411,7 +411,7 @@ def make_train(config: Config) -> trainer.Train:
 # episodes (purejaxql: 128); no sticky actions, as gymnax's MinAtar has none (MinAtar's: 0.1).
 MINATAR = dict(
     total_timesteps=10_000_000,
-    eval_every=100,
+    eval_every=409_600,  # 100 iterations
     num_eval_envs=32,
     num_envs=128,
     num_steps=32,

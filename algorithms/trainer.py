@@ -37,10 +37,10 @@ Metrics = dict[str, Array]
 class Train:
     """A whole run as pure functions: `Train(...)(key) -> (state, metrics)` is jittable.
 
-    The run is `num_intervals` evaluation intervals of `eval_every` iterations, each followed by
-    one evaluation on `num_eval_envs` fresh environments. When `eval_every` does not divide
-    `num_iterations`, the surplus iterations of the last interval are skipped (`when`), so every
-    interval is the same program.
+    The run is `num_intervals` evaluation intervals of `interval_iterations` iterations, each
+    followed by one evaluation on `num_eval_envs` fresh environments. When `interval_iterations`
+    does not divide `num_iterations`, the surplus iterations of the last interval are skipped
+    (`when`), so every interval is the same program.
 
     `step(state, iteration) -> (state, metrics)` is one iteration; `iteration` is its index in
     the run, the same for every vmapped seed and sweep point, so a `lax.cond` on it (replay
@@ -58,22 +58,33 @@ class Train:
     env: Any
     env_params: Any
     num_iterations: int
-    eval_every: int
+    interval_iterations: int
     env_steps_per_iteration: int
     num_eval_envs: int
     initial_carry: Callable[[int], Any] | None = None
 
     @classmethod
     def from_config(cls, config: Any, **parts: Any) -> "Train":
-        """A `Train` whose run sizes come from `config` (`num_iterations`, `eval_every`,
-        `num_eval_envs`); `parts` are the rest: init, step, act, env, env_params,
-        env_steps_per_iteration and, for a policy with memory, initial_carry."""
-        sizes = ("num_iterations", "eval_every", "num_eval_envs")
-        return cls(**{name: getattr(config, name) for name in sizes}, **parts)
+        """A `Train` whose run sizes come from `config` (`num_iterations`, `num_eval_envs`,
+        and `eval_every` in env steps, rounded down to whole iterations and at most the run);
+        `parts` are the rest: init, step, act, env, env_params, env_steps_per_iteration and, for
+        a policy with memory, initial_carry."""
+        per_interval = max(1, config.eval_every // parts["env_steps_per_iteration"])
+        return cls(
+            num_iterations=config.num_iterations,
+            interval_iterations=min(per_interval, config.num_iterations),
+            num_eval_envs=config.num_eval_envs,
+            **parts,
+        )
 
     @property
     def num_intervals(self) -> int:
-        return math.ceil(self.num_iterations / self.eval_every)
+        return math.ceil(self.num_iterations / self.interval_iterations)
+
+    @property
+    def eval_every(self) -> int:
+        """Env steps of one seed between evaluations."""
+        return self.interval_iterations * self.env_steps_per_iteration
 
     def policy(self, state: Any) -> Callable[[Array, Any], tuple[Array, Any]]:
         """`policy(obs, carry) -> (actions, carry)` of `state`, for either kind of `act`."""
@@ -98,16 +109,17 @@ class Train:
     def interval(
         self, state: Any, eval_key: PRNGKeyArray, index: Int[Array, ""]
     ) -> tuple[Any, dict[str, Metrics]]:
-        """`eval_every` iterations then one evaluation; train metrics are interval means."""
-        ragged = self.num_iterations % self.eval_every != 0
+        """`interval_iterations` iterations then one evaluation; train metrics are interval
+        means."""
+        ragged = self.num_iterations % self.interval_iterations != 0
 
         def iteration(state: Any, offset: Int[Array, ""]) -> tuple[Any, Metrics]:
-            i = index * self.eval_every + offset
+            i = index * self.interval_iterations + offset
             if not ragged:
                 return self.step(state, i)
             return when(i < self.num_iterations, self.step, state, i)
 
-        state, metrics = jax.lax.scan(iteration, state, jnp.arange(self.eval_every))
+        state, metrics = jax.lax.scan(iteration, state, jnp.arange(self.interval_iterations))
         # NaN marks skipped iterations and returns before the first finished episode.
         train_metrics = {name: jnp.nanmean(value, axis=0) for name, value in metrics.items()}
         eval_metrics = self.evaluate(state, jax.random.fold_in(eval_key, index))
@@ -120,7 +132,7 @@ class Train:
 
     def env_steps(self, interval: int) -> int:
         """Env steps of one seed after `interval` + 1 intervals."""
-        iterations = min((interval + 1) * self.eval_every, self.num_iterations)
+        iterations = min((interval + 1) * self.interval_iterations, self.num_iterations)
         return iterations * self.env_steps_per_iteration
 
 

@@ -93,7 +93,7 @@ def dqn(config):
         ddqn=False,
         num_epochs=1,  # one update per iteration of num_envs env steps
         total_timesteps=config.total_timesteps,
-        eval_freq=config.eval_every * config.env_steps_per_iteration,
+        eval_freq=config.eval_every,
         skip_initial_evaluation=True,
         agent_kwargs={"activation": "relu"},
     )
@@ -118,7 +118,7 @@ def offpolicy(algo: str, config):
         gamma=config.gamma,
         polyak=1.0 - config.tau,
         total_timesteps=config.total_timesteps,
-        eval_freq=config.eval_every * config.num_envs,
+        eval_freq=config.eval_every,
         skip_initial_evaluation=True,
     )
     if algo == "sac":

@@ -118,6 +118,7 @@ def run_one(
     out: Path,
     preset: bool = False,
     resume: bool = False,
+    label: str | None = None,
 ) -> dict:
     from canter.algorithms import trainer
     from canter.common.run.rundir import RunDir
@@ -148,6 +149,7 @@ def run_one(
         "env_steps": summary["env_steps"],
         "overrides": overrides,
         "preset": env if preset else None,
+        "label": label,
         "sticky_action_prob": getattr(config, "sticky_action_prob", None),
         "final_eval_returns": finals.tolist(),
         "mean": float(finals.mean()),
@@ -190,6 +192,7 @@ def table(out: Path) -> str:
         if (r["algo"], r["env"]) in ALSO:
             ref += f"; {ALSO[r['algo'], r['env']]}"
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
+        flags += [f"[{r['label']}]"] if r.get("label") else []
         flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
         if r.get("sticky_action_prob") is not None:  # MinAtar rows say whether actions stick
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
@@ -211,6 +214,9 @@ def main() -> None:
     parser.add_argument("--num-seeds", type=int, default=8)
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--presets", action="store_true", help="start from PRESETS[env]")
+    parser.add_argument(
+        "--label", help="shown beside the preset in the table, e.g. which revision of it ran"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument(
@@ -225,7 +231,14 @@ def main() -> None:
         overrides = parse_overrides(module.Config, args.set)
         for env in args.envs:
             record = run_one(
-                args.algo, env, args.num_seeds, overrides, args.out, args.presets, args.resume
+                args.algo,
+                env,
+                args.num_seeds,
+                overrides,
+                args.out,
+                args.presets,
+                args.resume,
+                args.label,
             )
             low, high = record["iqm_ci95"]
             print(

@@ -44,7 +44,7 @@ def pqn_config(num_seeds: int = 1):
     steps = PQN_ITERATIONS * PQN_ENVS * PQN_STEPS
     return pqn.Config(**{
         **preset, "total_timesteps": steps, "num_seeds": num_seeds,
-        "eval_every": PQN_ITERATIONS, "num_eval_envs": harness.EVAL_EPISODES,
+        "eval_every": steps, "num_eval_envs": harness.EVAL_EPISODES,
     })  # fmt: skip
 
 

@@ -133,7 +133,7 @@ def test_ppo_atari_refuses_what_its_network_cannot_take():
 def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     config = ppo_atari.Config(
         num_seeds=2, num_envs=2, num_steps=16, num_minibatches=2, update_epochs=1,
-        total_timesteps=2 * 16 * 4, eval_every=2, num_eval_envs=2, eval_max_steps=64,
+        total_timesteps=2 * 16 * 4, eval_every=2 * 16 * 2, num_eval_envs=2, eval_max_steps=64,
     )  # fmt: skip
     result = trainer.run(config, ppo_atari.make_train, algo="ppo_atari", verbose=False,
                          run_dir=tmp_path / "run")  # fmt: skip

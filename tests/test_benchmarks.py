@@ -29,7 +29,7 @@ def test_overrides_are_typed_and_unknown_fields_fail():
 
 
 def test_returns_writes_a_result_and_a_table_row(tmp_path):
-    overrides = {"total_timesteps": 2048, "eval_every": 2, "num_eval_envs": 2}
+    overrides = {"total_timesteps": 2048, "eval_every": 1024, "num_eval_envs": 2}
     record = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path)
     assert len(record["final_eval_returns"]) == 2 and record["reference"] == 500.0
     saved = json.loads((tmp_path / "ppo__CartPole-v1.json").read_text())
@@ -42,7 +42,7 @@ def test_returns_writes_a_result_and_a_table_row(tmp_path):
 def test_returns_resume_continues_a_run_cut_short(tmp_path):
     from canter.algorithms import ppo, trainer
 
-    overrides = {"total_timesteps": 4096, "eval_every": 2, "num_eval_envs": 2}
+    overrides = {"total_timesteps": 4096, "eval_every": 1024, "num_eval_envs": 2}
     config = ppo.Config(**overrides, num_seeds=2)
     run_dir = tmp_path / "runs" / "ppo__CartPole-v1"
     first = trainer.run(

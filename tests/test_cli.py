@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-TINY = ["--total-timesteps", "2048", "--eval-every", "2", "--num-eval-envs", "2"]
+TINY = ["--total-timesteps", "2048", "--eval-every", "1024", "--num-eval-envs", "2"]
 
 
 def ppo(repo_root, *args, cwd=None):

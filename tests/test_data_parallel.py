@@ -23,18 +23,20 @@ from canter.algorithms import dqn, ppo, ppo_rnn, pqn, sac, trainer
 from canter.common.run.batch import make_batch
 from canter.common.run.programs import compile_programs
 
-small = dict(num_envs=8, eval_every=2, num_eval_envs=2)
+small = dict(num_envs=8, num_eval_envs=2)  # intervals of 2 iterations below
 configs = {
     "ppo": ppo.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2,
-                      update_epochs=2, **small),
+                      update_epochs=2, eval_every=8 * 16 * 2, **small),
     "ppo_rnn": ppo_rnn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2,
-                              update_epochs=2, **small),
-    "pqn": pqn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2, **small),
-    "dqn": dqn.Config(total_timesteps=8 * 64, learning_starts=64, train_frequency=8, **small),
+                              update_epochs=2, eval_every=8 * 16 * 2, **small),
+    "pqn": pqn.Config(total_timesteps=8 * 16 * 4, num_steps=16, num_minibatches=2,
+                      eval_every=8 * 16 * 2, **small),
+    "dqn": dqn.Config(total_timesteps=8 * 64, learning_starts=64, train_frequency=8,
+                      eval_every=8 * 2, **small),
     # 16 intervals: SAC's numbers on 2 devices drift from one device's at float level and the
     # drift compounds (its evaluation return first differed by more than 1e-4 at interval 21
     # of 32, by 0.1% at the end), as in any chaotic training run; the horizon stops short of it.
-    "sac": sac.Config(total_timesteps=8 * 32, learning_starts=64, **small),
+    "sac": sac.Config(total_timesteps=8 * 32, learning_starts=64, eval_every=8 * 2, **small),
 }
 modules = {"ppo": ppo, "ppo_rnn": ppo_rnn, "pqn": pqn, "dqn": dqn, "sac": sac}
 out = {}
@@ -100,7 +102,7 @@ jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=proc
 import dataclasses
 from canter.algorithms import ppo, trainer
 config = ppo.Config(total_timesteps=8 * 16 * 4, num_envs=8, num_steps=16, num_minibatches=2,
-                    update_epochs=2, eval_every=2, num_eval_envs=2)
+                    update_epochs=2, eval_every=8 * 16 * 2, num_eval_envs=2)
 r = trainer.run(config, ppo.make_train, algo="ppo", verbose=False, data_parallel=True)
 print(json.dumps({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics.items()}))
 """

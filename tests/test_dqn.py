@@ -69,7 +69,7 @@ def probe_config(env: str, **overrides) -> dqn.Config:
     config = dqn.Config(
         env=env, total_timesteps=4 * 1500, num_envs=4, train_frequency=4, buffer_size=1000,
         batch_size=64, learning_starts=200, learning_rate=1e-3, target_network_frequency=100,
-        start_e=1.0, end_e=1.0, eval_every=1500, num_eval_envs=2, hidden_sizes=(32, 32),
+        start_e=1.0, end_e=1.0, eval_every=4 * 1500, num_eval_envs=2, hidden_sizes=(32, 32),
     )  # fmt: skip
     return dataclasses.replace(config, **overrides)
 
@@ -119,7 +119,7 @@ def test_replay_stores_the_final_observation_of_truncated_episodes():
 
 TINY = dqn.Config(
     total_timesteps=4 * 60, num_envs=4, train_frequency=2, buffer_size=64, batch_size=8,
-    learning_starts=40, target_network_frequency=16, eval_every=20, num_eval_envs=2,
+    learning_starts=40, target_network_frequency=16, eval_every=4 * 20, num_eval_envs=2,
     hidden_sizes=(16,),
 )  # fmt: skip
 
@@ -179,7 +179,7 @@ def run_cli(repo_root, *args):
 
 def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(repo_root, tmp_path):
     # The default path runs in the invariant tests; here the paper ablations, end to end.
-    args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "20"]
+    args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "200"]
     args += ["--double-q", "--dueling", "--loss", "huber", "--hidden-sizes", "32", "16"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
@@ -300,7 +300,7 @@ def test_epsilon_in_the_training_loop_follows_the_schedule():
     config = dataclasses.replace(
         probe_config("CartPole-v1"),
         total_timesteps=4 * 30,
-        eval_every=1,  # one iteration (4 env steps) per interval: its metrics are its own
+        eval_every=4,  # one iteration (4 env steps) per interval: its metrics are its own
         exploration_delay=30,
         exploration_steps=40,
         end_e=0.2,

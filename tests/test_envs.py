@@ -116,7 +116,7 @@ def test_every_listed_env_traces_under_the_runner(name):
     kind = action_kind(env, params)
     module = ppo if kind == "discrete" else ppo_continuous
     config = module.Config(env=name, num_envs=2, num_steps=4, num_minibatches=2, num_seeds=2,
-                           total_timesteps=8, eval_every=1, num_eval_envs=1)  # fmt: skip
+                           total_timesteps=8, eval_every=8, num_eval_envs=1)  # fmt: skip
     configs, keys = make_batch(config).inputs()
     state, eval_keys = jax.eval_shape(jax.vmap(lambda c, k: module.make_train(c).start(k)),
                                       configs, keys)  # fmt: skip
@@ -127,7 +127,7 @@ def test_every_listed_env_traces_under_the_runner(name):
 
 def test_an_env_whose_constructor_branches_on_arrays_trains(repo_root, tmp_path):
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--env", "FourRooms-misc",
-               "--total-timesteps", "1024", "--eval-every", "1", "--num-eval-envs", "1",
+               "--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "1",
                "--run-dir", str(tmp_path / "run")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

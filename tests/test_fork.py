@@ -16,7 +16,14 @@ from tests.test_copies import copy_problems, unmarked_copies
 
 # 40 iterations of 4 envs x 16 steps, evaluated every 4: long enough to kill after a checkpoint.
 TINY = ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1"]
-TINY += ["--total-timesteps", str(4 * 16 * 40), "--eval-every", "4", "--num-eval-envs", "2"]
+TINY += [
+    "--total-timesteps",
+    str(4 * 16 * 40),
+    "--eval-every",
+    str(4 * 16 * 4),
+    "--num-eval-envs",
+    "2",
+]
 
 
 def start(script: Path, cwd: Path, *args: str) -> subprocess.Popen:

@@ -108,7 +108,7 @@ def test_refusals_name_the_problem(monkeypatch):
 
 SMALL = ppo.Config(
     env="gymnasium:CartPole-v1", total_timesteps=4 * 16 * 8, num_envs=4, num_steps=16,
-    num_minibatches=2, update_epochs=2, eval_every=2, num_eval_envs=2, num_seeds=2,
+    num_minibatches=2, update_epochs=2, eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
 )  # fmt: skip
 
 
@@ -127,7 +127,7 @@ def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps(monkeypatc
     # 8 iterations in intervals of 3: the last interval's third iteration is skipped by a real
     # cond, so the simulators take the kept steps only (evaluation stubbed out: it is counted
     # in the next test).
-    ragged = dataclasses.replace(SMALL, eval_every=3)
+    ragged = dataclasses.replace(SMALL, eval_every=4 * 16 * 3)
     env, params = make_env(ragged.env)
     pool = env.unwrapped.pool
     before = pool.steps
@@ -192,7 +192,8 @@ def metrics_rows(path):
 @pytest.mark.slow
 def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(repo_root, tmp_path):
     args = ["--env", "gymnasium:CartPole-v1", "--total-timesteps", str(4 * 32 * 400),
-            "--num-steps", "32", "--eval-every", "40", "--num-eval-envs", "2"]  # fmt: skip
+            "--num-steps", "32", "--eval-every", str(4 * 32 * 40),
+            "--num-eval-envs", "2"]  # fmt: skip
     killed = tmp_path / "killed"
     victim = cli(repo_root, "ppo.py", *args, "--run-dir", str(killed), "--checkpoint-every", "1")
     kill_after_checkpoint(victim, killed, 2)

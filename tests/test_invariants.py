@@ -10,7 +10,7 @@ from canter.algorithms import dqn, ppo, sac, td3, trainer
 
 TINY = ppo.Config(
     total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2,
+    eval_every=4 * 8 * 2, num_eval_envs=2,
 )  # fmt: skip
 
 
@@ -118,7 +118,7 @@ def test_ragged_last_interval_runs_exactly_num_iterations():
     assert train.env_steps(train.num_intervals - 1) == 160
 
 
-REPLAY = dict(total_timesteps=400, buffer_size=64, batch_size=8, learning_starts=40, eval_every=10)
+REPLAY = dict(total_timesteps=400, buffer_size=64, batch_size=8, learning_starts=40, eval_every=40)
 
 
 @pytest.mark.parametrize(

@@ -198,11 +198,13 @@ def test_preset_for_another_env_fails_before_compiling(repo_root):
 
 
 TINY = {
-    "ppo": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64),
-    "pqn": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64),
+    "ppo": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64,
+                eval_every=64),
+    "pqn": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64,
+                eval_every=64),
     "dqn": dict(
         num_envs=2, train_frequency=2, buffer_size=64, batch_size=8, learning_starts=8,
-        target_network_frequency=8, total_timesteps=64,
+        target_network_frequency=8, total_timesteps=64, eval_every=4,
     ),
 }  # fmt: skip
 
@@ -212,7 +214,7 @@ TINY = {
 def test_cnn_variant_runs_vmapped_equal_to_single_runs(name):
     module = MODULES[name]
     preset = {k: v for k, v in module.PRESETS["Breakout-MinAtar"].items() if k != "network"}
-    tiny = dict(TINY[name], network="cnn", sticky_action_prob=0.1, eval_every=2, num_eval_envs=2)
+    tiny = dict(TINY[name], network="cnn", sticky_action_prob=0.1, num_eval_envs=2)
     config = module.Config(**{**preset, **tiny})
     train = module.make_train(config)
     state, metrics = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 2))
@@ -232,7 +234,7 @@ def test_cli_minatar_preset_records_its_settings_and_renders(repo_root, tmp_path
 
     run_dir = tmp_path / "run"
     tiny = ["--num-envs", "4", "--num-steps", "8", "--num-minibatches", "2"]
-    tiny += ["--total-timesteps", "64", "--eval-every", "1", "--num-eval-envs", "2"]
+    tiny += ["--total-timesteps", "64", "--eval-every", "32", "--num-eval-envs", "2"]
     done = subprocess.run(
         [sys.executable, "algorithms/pqn.py", "--preset", "Breakout-MinAtar", *tiny]
         + ["--sticky-action-prob", "0.1", "--num-seeds", "2", "--run-dir", str(run_dir)],
@@ -276,7 +278,9 @@ def test_ppo_learns_breakout_minatar():
     preset = ppo.PRESETS["Breakout-MinAtar"]
     # The training return is an interval's mean: four intervals, the last is what is judged.
     steps = 40 * 64 * 128
-    config = ppo.Config(**{**preset, "total_timesteps": steps, "eval_every": 10, "num_seeds": 3})
+    config = ppo.Config(
+        **{**preset, "total_timesteps": steps, "eval_every": 10 * 64 * 128, "num_seeds": 3}
+    )
     summary = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
     assert summary["final_return_mean"] >= 5.0, summary
     assert min(summary["final_return"]) >= 4.0, summary

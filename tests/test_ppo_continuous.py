@@ -21,7 +21,7 @@ from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
     total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2,
+    eval_every=4 * 8 * 2, num_eval_envs=2,
 )  # fmt: skip
 
 # --- math
@@ -59,7 +59,8 @@ def test_running_stats_match_numpy_over_all_batches():
 def train_probe(env: str, steps: int = 60, **overrides):
     config = pc.Config(
         env=env, total_timesteps=8 * 16 * steps, num_envs=8, num_steps=16, num_minibatches=4,
-        update_epochs=4, learning_rate=3e-3, eval_every=steps // 3, **overrides,
+        update_epochs=4, learning_rate=3e-3, eval_every=8 * 16 * (steps // 3),
+        **overrides,
     )  # fmt: skip
     return jax.jit(pc.make_train(config))(jax.random.key(0))
 
@@ -179,7 +180,7 @@ def run_cli(repo_root, *args):
 
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
-    args = ["--total-timesteps", "8192", "--eval-every", "1", "--num-eval-envs", "2"]
+    args = ["--total-timesteps", "8192", "--eval-every", "4096", "--num-eval-envs", "2"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -208,7 +209,7 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
 def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--preset", "MountainCarContinuous-v0", "--gamma", "0.98", "--total-timesteps", "4096"]
-    done = run_cli(repo_root, *args, "--eval-every", "1", "--run-dir", str(run_dir))
+    done = run_cli(repo_root, *args, "--eval-every", "4096", "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env"] == "MountainCarContinuous-v0" and config["learning_rate"] == 1e-3

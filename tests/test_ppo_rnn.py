@@ -20,7 +20,7 @@ from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
     total_timesteps=4 * 16 * 6, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2, hidden_size=16,
+    eval_every=4 * 16 * 2, num_eval_envs=2, hidden_size=16,
 )  # fmt: skip
 
 
@@ -93,7 +93,7 @@ def test_replay_check_catches_a_broken_convention(monkeypatch, broken):
 def train_probe(env: str, gamma: float = 0.99, steps: int = 60):
     config = pr.Config(
         env=env, total_timesteps=8 * 16 * steps, num_envs=8, num_steps=16, num_minibatches=2,
-        learning_rate=3e-3, gamma=gamma, eval_every=steps // 3, hidden_size=32,
+        learning_rate=3e-3, gamma=gamma, eval_every=8 * 16 * (steps // 3), hidden_size=32,
     )  # fmt: skip
     return jax.jit(pr.make_train(config))(jax.random.key(0))
 
@@ -119,7 +119,7 @@ def test_memory_probe_is_solved_only_with_memory():
     # The feed-forward PPO cannot beat chance (0.5) on it.
     config = ppo.Config(
         env="ProbeMemory", total_timesteps=8 * 16 * 90, num_envs=8, num_steps=16,
-        learning_rate=3e-3, eval_every=30,
+        learning_rate=3e-3, eval_every=8 * 16 * 30,
     )  # fmt: skip
     _, ff_metrics = jax.jit(ppo.make_train(config))(jax.random.key(0))
     assert float(ff_metrics["train"]["episodic_return"][-1]) < 0.7
@@ -199,7 +199,7 @@ def run_cli(repo_root, *args):
 
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
-    args = ["--total-timesteps", "1024", "--eval-every", "1", "--num-eval-envs", "2"]
+    args = ["--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "2"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())

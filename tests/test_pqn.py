@@ -99,7 +99,7 @@ def train_probe(env: str, **overrides):
     config = pqn.Config(
         env=env, total_timesteps=16 * 8 * 60, num_envs=16, num_steps=8, num_minibatches=2,
         learning_rate=3e-3, anneal_lr=False, start_e=1.0, end_e=1.0, reward_scale=1.0,
-        eval_every=60, num_eval_envs=2, hidden_size=32,
+        eval_every=16 * 8 * 60, num_eval_envs=2, hidden_size=32,
     )  # fmt: skip
     config = dataclasses.replace(config, **overrides)
     return jax.jit(pqn.make_train(config))(jax.random.key(0))
@@ -131,7 +131,7 @@ def test_probe_time_limit_is_not_a_termination():
 
 TINY = pqn.Config(
     total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2, hidden_size=16,
+    eval_every=4 * 8 * 2, num_eval_envs=2, hidden_size=16,
 )  # fmt: skip
 
 
@@ -178,7 +178,7 @@ def run_cli(repo_root, *args):
 
 
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
-    args = ["--total-timesteps", "4096", "--eval-every", "1", "--num-seeds", "2"]
+    args = ["--total-timesteps", "4096", "--eval-every", "2048", "--num-seeds", "2"]
     done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

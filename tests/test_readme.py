@@ -28,10 +28,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the algorithm file's name (a fork `my_ppo.py` gets ppo's). A `--resume` run takes none: its
 # saved config is the default and a differing flag is refused.
 TINY = {
-    "ppo": "--num-envs 4 --num-steps 32 --total-timesteps 256 --eval-every 1 --num-eval-envs 2",
+    "ppo": "--num-envs 4 --num-steps 32 --total-timesteps 256 --eval-every 128 --num-eval-envs 2",
     "sac": "--total-timesteps 200 --learning-starts 100 --buffer-size 1000 --eval-every 100"
     " --num-eval-envs 1",
-    "ppo_atari": "--num-envs 2 --num-steps 64 --total-timesteps 256 --eval-every 1"
+    "ppo_atari": "--num-envs 2 --num-steps 64 --total-timesteps 256 --eval-every 128"
     " --num-eval-envs 1 --eval-max-steps 50",
 }
 # What a command's env needs beyond the base install: (a word in the command, its module).

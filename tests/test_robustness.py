@@ -20,7 +20,7 @@ from canter.common.run.health import finite
 # 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
 SMALL = ppo.Config(
     total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2, num_seeds=2,
+    eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
 )  # fmt: skip
 # A learning rate that sends PPO's parameters to NaN within the first interval.
 EXPLODES = 1e30
@@ -159,7 +159,7 @@ def wait_for_rows(path, rows, process, timeout=600):
 
 
 # 40 intervals of 4 iterations: long enough to be signalled mid-run.
-LONG = ["--total-timesteps", str(512 * 160), "--eval-every", "4", "--num-eval-envs", "2",
+LONG = ["--total-timesteps", str(512 * 160), "--eval-every", str(512 * 4), "--num-eval-envs", "2",
         "--checkpoint-every", "1000"]  # fmt: skip
 
 
@@ -194,7 +194,7 @@ def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(
 def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_root, tmp_path):
     cut = tmp_path / "cut"
     # Intervals of 2M env steps (seconds each), so the second signal lands inside one.
-    slow = ["--total-timesteps", str(512 * 40000), "--eval-every", "4000",
+    slow = ["--total-timesteps", str(512 * 40000), "--eval-every", str(512 * 4000),
             "--num-eval-envs", "2", "--checkpoint-every", "1"]  # fmt: skip
     victim = cli(repo_root, *slow, "--run-dir", str(cut))
     wait_for_rows(cut / "seed_0" / "metrics.csv", 1, victim)
@@ -213,7 +213,7 @@ def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_ro
 
 def test_cli_exit_code_of_a_diverged_run(repo_root, tmp_path):
     args = ["--total-timesteps", "1280", "--num-envs", "4", "--num-steps", "16",
-            "--eval-every", "2", "--num-eval-envs", "2", "--learning-rate", str(EXPLODES),
+            "--eval-every", "128", "--num-eval-envs", "2", "--learning-rate", str(EXPLODES),
             "--run-dir", str(tmp_path / "r")]  # fmt: skip
     process = cli(repo_root, *args)
     out, err = process.communicate(timeout=600)

@@ -19,7 +19,7 @@ from tests.checks import kill_after_checkpoint
 # 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
 SMALL = ppo.Config(
     total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=2, num_eval_envs=2, num_seeds=2,
+    eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
 )  # fmt: skip
 
 
@@ -279,7 +279,14 @@ def cli(repo_root, *args, **kwargs):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_at_most_one_interval(repo_root, tmp_path):
-    args = ["--total-timesteps", str(512 * 600), "--eval-every", "60", "--num-eval-envs", "2"]
+    args = [
+        "--total-timesteps",
+        str(512 * 600),
+        "--eval-every",
+        str(512 * 60),
+        "--num-eval-envs",
+        "2",
+    ]
     whole = cli(repo_root, *args, "--run-dir", str(tmp_path / "whole"))
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
     killed_dir = tmp_path / "killed"

@@ -31,7 +31,10 @@ def tiny(config: Any, make_train: Callable, iterations: int) -> Any:
     per_iteration = make_train(config).env_steps_per_iteration
     try:
         return dataclasses.replace(
-            config, num_seeds=1, eval_every=1, total_timesteps=iterations * per_iteration
+            config,
+            num_seeds=1,
+            eval_every=per_iteration,
+            total_timesteps=iterations * per_iteration,
         )
     except ConfigError as error:
         raise ConfigError(f"--debug runs {iterations} iterations, but: {error}") from None

@@ -154,11 +154,34 @@ def plot_learning_curves(
 ) -> None:
     """Training and eval return against env steps: mean and 95% bootstrap band over seeds,
     one line per sweep point."""
+    import matplotlib.pyplot as plt
+
+    fig = learning_curve_figure(batch, env_steps, metrics, title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(path, buffer.getvalue())
+
+
+def short_number(x: float, _: Any = None) -> str:
+    """A tick label that stays short: 0, 500, 25k, 1.5M."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g}{suffix}"
+    return f"{x:.4g}"
+
+
+def learning_curve_figure(batch: Batch, env_steps: list[int], metrics: dict, title: str) -> Any:
+    """The figure `plot_learning_curves` saves. Points are marked when there are few (a run
+    with one or two evaluations still shows them), the x axis starts at 0, and env-step tick
+    labels are short (25k, 1.5M) so they never overlap."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    marker = "o" if len(env_steps) <= 25 else None
     train, evals = metrics["train"]["episodic_return"], metrics["eval"]["episodic_return"]
     if not batch.sweep:
         train, evals = train[None], evals[None]
@@ -167,17 +190,17 @@ def plot_learning_curves(
     for ax, group, curves in zip(axes, ("train", "eval"), (train, evals), strict=True):
         for name, curve in zip(names, curves, strict=True):
             mean, low, high = bootstrap_band(curve)
-            (line,) = ax.plot(env_steps, mean, label=name)
+            (line,) = ax.plot(env_steps, mean, label=name, marker=marker, markersize=4)
             ax.fill_between(env_steps, low, high, color=line.get_color(), alpha=0.25)
         ax.set_title(f"{'training' if group == 'train' else 'greedy evaluation'} return")
         ax.set_xlabel("env steps (per seed)")
+        ax.set_xlim(0, max(env_steps) * 1.04)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+        ax.xaxis.set_major_formatter(FuncFormatter(short_number))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("episodic return")
     if len(names) > 1:
         axes[1].legend(fontsize="small")
     fig.suptitle(title)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write(path, buffer.getvalue())
+    return fig

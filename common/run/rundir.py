@@ -42,9 +42,24 @@ def _encode(value: Any) -> Any:
     return value
 
 
+# config.json's format: 2 since eval_every counts env steps (it counted iterations before).
+FORMAT = 2
+
+
 def config_record(algo: str, config: Any, sweep: dict[str, list[float]]) -> dict[str, Any]:
     """What config.json holds for a run, in its JSON form."""
-    return _encode({"algo": algo, "sweep": sweep, **dataclasses.asdict(config)})
+    record = {"algo": algo, "format": FORMAT, "sweep": sweep, **dataclasses.asdict(config)}
+    return _encode(record)
+
+
+def _check_format(path: Path, saved: dict[str, Any]) -> None:
+    """Refuse a run written in another config.json format: its fields mean other things."""
+    if saved.get("format", 1) != FORMAT:
+        raise ConfigError(
+            f"{path} was written by an older canter, whose eval_every counted iterations (it "
+            "counts env steps now): evaluate or resume it with the canter that made it, or "
+            "start a new run."
+        )
 
 
 def algorithm_source(make_train: Callable) -> dict[str, str | None]:
@@ -139,6 +154,7 @@ class RunDir:
         against it."""
         header, _ = checkpoint.read_header(self.checkpoint)
         saved = header.get("config") or {}
+        _check_format(self.path, saved)
         fields = sorted(k for k in record.keys() | saved.keys() if record.get(k) != saved.get(k))
         if fields == ["total_timesteps"]:
             was, now = saved["total_timesteps"], record["total_timesteps"]
@@ -175,7 +191,9 @@ class RunDir:
         """(algo, Config, sweep) of the saved run, read into `config_cls` (the algorithm's
         Config); with `algo` the run must be one of that algorithm's."""
         saved = self.read_config()
+        _check_format(self.path, saved)
         saved_algo, sweep = saved.pop("algo", None), saved.pop("sweep", {})
+        saved.pop("format")
         saved.pop("source", None)
         if algo is not None and saved_algo != algo:
             raise ConfigError(f"Cannot use {self.path} with {algo}.py: it is a {saved_algo} run.")

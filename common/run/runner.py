@@ -118,6 +118,7 @@ def run(
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
     where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
     _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
+    _say(say, _evaluations_line(config, train))
     state, eval_keys = programs.start(programs.configs, programs.keys)
     loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
     first = 0
@@ -256,6 +257,18 @@ def _stop_reason(
     )
     asked = [getattr(hook, "__name__", type(hook).__name__) for hook in callbacks if hook(event)]
     return f"callback {asked[0]}" if asked else None
+
+
+def _evaluations_line(config: Any, train: Any) -> str:
+    """How many evaluations the run makes and how often, in env steps per seed."""
+    total = train.num_iterations * train.env_steps_per_iteration
+    line = f"{train.num_intervals} evaluation(s), every {train.eval_every:,} env steps of {total:,}"
+    asked, per = config.eval_every, train.env_steps_per_iteration
+    if asked >= total and train.num_intervals == 1:
+        line += f" (eval_every {asked:,} covers the run: one evaluation, at its end)"
+    elif train.eval_every != asked:
+        line += f" (eval_every {asked:,} rounded down to whole iterations of {per:,})"
+    return line
 
 
 def _stopped_line(stopped: str, done: int, total: int, out: RunDir | None) -> str:
