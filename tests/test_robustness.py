@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -92,6 +93,56 @@ def test_callbacks_see_every_interval_and_can_stop_the_run(tmp_path):
     assert checkpoint.read_header(tmp_path / "checkpoint.eqx")[0]["interval"] == 3
     resumed = run(run_dir=tmp_path, resume=True)  # and the run goes on from there
     assert resumed.summary["complete"] and resumed.summary["intervals"] == 5
+
+
+def test_the_next_interval_computes_during_the_host_work_and_a_stop_discards_it(
+    tmp_path, monkeypatch
+):
+    from canter.common.run import runner
+
+    started = []
+
+    class Counted(runner.Pending):
+        def __init__(self, fn, *args):
+            started.append(int(args[-1]))  # the interval index
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(runner, "Pending", Counted)
+    seen = []
+
+    def stop_at_three(interval: trainer.Interval) -> bool:
+        seen.append((interval.index, list(started)))
+        return interval.index == 2
+
+    whole = run()
+    started.clear()
+    result = run(run_dir=tmp_path, callbacks=[stop_at_three], checkpoint_every=1)
+    # While the host handles interval i, interval i + 1 is already computing...
+    assert seen == [(0, [0, 1]), (1, [0, 1, 2]), (2, [0, 1, 2, 3])]
+    # ...and when the run stops after interval 3, the fourth is computed but never written:
+    # not in the results, the metric files or the checkpoint, which holds interval 3's state.
+    assert result.metrics["eval"]["episodic_return"].shape == (2, 3)
+    rows = (tmp_path / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
+    assert [int(row.split(",")[0]) for row in rows] == [1, 2, 3]
+    assert checkpoint.read_header(tmp_path / "checkpoint.eqx")[0]["interval"] == 3
+    resumed = run(run_dir=tmp_path, resume=True)
+    for name, value in whole.metrics["train"].items():  # as if never stopped
+        np.testing.assert_array_equal(resumed.metrics["train"][name], value, err_msg=name)
+    leaves = [jax.tree.leaves(eqx.filter(r.state, eqx.is_inexact_array)) for r in (resumed, whole)]
+    for mine, theirs in zip(*leaves, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_runs_with_and_without_overlap_are_bit_equal(tmp_path):
+    overlapped = run(run_dir=tmp_path / "a", checkpoint_every=2)
+    sequential = run(run_dir=tmp_path / "b", checkpoint_every=2, overlap=False)
+    for group, metrics in overlapped.metrics.items():
+        for name, value in metrics.items():
+            np.testing.assert_array_equal(sequential.metrics[group][name], value, err_msg=name)
+    a, b = (
+        checkpoint.read_header(p / "checkpoint.eqx")[1] for p in (tmp_path / "a", tmp_path / "b")
+    )
+    assert a == b  # the saved payloads too
 
 
 @pytest.mark.slow  # eager PPO iterations: about 45 s, the fast suite's slowest test

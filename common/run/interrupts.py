@@ -6,11 +6,11 @@ checkpoints it and stops (exit code 75 from the command line). The first signal 
 default action back, so a second one ends the process at once (exit 143 or 130): checkpoints are
 written by rename (common/run/files.py), so the previous one stays whole.
 
-Python runs signal handlers in the main thread only, between bytecodes: `call` runs an interval
-on a helper thread while the main thread waits in short joins, so a signal is seen within
-milliseconds during a long interval. Compilation, which Python cannot interrupt either, runs
-the same way (`interruptible`): a signal while compiling raises `Interrupted` at once, and the
-command line exits 75 in one line, as nothing was trained or saved.
+Python runs signal handlers in the main thread only, between bytecodes: `Pending` runs an
+interval on a helper thread while the main thread works or waits in short joins, so a signal is
+seen within milliseconds during a long interval. Compilation, which Python cannot interrupt
+either, runs the same way (`interruptible`): a signal while compiling raises `Interrupted` at
+once, and the command line exits 75 in one line, as nothing was trained or saved.
 """
 
 import signal
@@ -49,25 +49,36 @@ class Preemption:
             signal.signal(s, signal.SIG_DFL)
 
 
-def call(fn: Callable[..., Any], *args: Any, poll_s: float = 0.01) -> Any:
-    """`fn(*args)` with its results computed, run on a helper thread while the main thread
-    waits in short joins, so that a signal is handled during a long XLA call (which can block
-    the calling thread until it ends, on the CPU)."""
-    done: dict[str, Any] = {}
+class Pending:
+    """`fn(*args)` computing on a helper thread from now on; `result()` waits for it in short
+    joins, so that a signal is handled during a long XLA call (which can block the calling
+    thread until it ends, on the CPU), and the main thread is free meanwhile (the runner does
+    the previous interval's host work while the next one computes)."""
 
-    def target() -> None:
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._done: dict[str, Any] = {}
+        self._worker = threading.Thread(
+            target=self._target, args=(fn, args), name="canter-interval", daemon=True
+        )
+        self._worker.start()
+
+    def _target(self, fn: Callable[..., Any], args: tuple) -> None:
         try:
-            done["out"] = jax.block_until_ready(fn(*args))
-        except BaseException as error:  # handed to the caller below
-            done["error"] = error
+            self._done["out"] = jax.block_until_ready(fn(*args))
+        except BaseException as error:  # handed to the caller by result()
+            self._done["error"] = error
 
-    worker = threading.Thread(target=target, name="canter-interval", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(poll_s)
-    if "error" in done:
-        raise done["error"]
-    return done["out"]
+    def result(self, poll_s: float = 0.01) -> Any:
+        while self._worker.is_alive():
+            self._worker.join(poll_s)
+        if "error" in self._done:
+            raise self._done["error"]
+        return self._done["out"]
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` with its results computed, on a helper thread (`Pending`)."""
+    return Pending(fn, *args).result()
 
 
 class Interrupted(Exception):

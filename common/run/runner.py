@@ -25,7 +25,7 @@ from canter.common.envs import is_host_env
 from canter.common.run import checkpoint, health, report
 from canter.common.run.batch import Batch, make_batch
 from canter.common.run.devices import gather, pad, place, use_cpu_cores, wait_for_processes
-from canter.common.run.interrupts import Preemption, call
+from canter.common.run.interrupts import Pending, Preemption
 from canter.common.run.logging import MetricsLog
 from canter.common.run.programs import Programs, check_resume, compile_claimed
 from canter.common.run.rundir import RunDir, algorithm_source, config_record
@@ -84,6 +84,7 @@ def run(
     callbacks: tuple[Callback, ...] | list[Callback] = (),
     data_parallel: bool = False,
     verbose: bool = True,
+    overlap: bool = True,
 ) -> RunResult:
     """Train `config` over its seeds (and `sweep` grid) with checkpoints and logs in `run_dir`.
 
@@ -96,7 +97,8 @@ def run(
     `data_parallel` splits each seed's envs and minibatches over the devices when there are
     fewer seeds (x sweep points) than devices; the numbers stay those of one device.
     config.json records the file (and module) `make_train` comes from, so evaluate.py finds a
-    fork's code wherever it lives.
+    fork's code wherever it lives. `overlap` computes each interval while the host handles the
+    previous one (off: one after the other, as multi-host always runs); the numbers are the same.
     """
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
@@ -133,21 +135,41 @@ def run(
         train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
     )
     stopped = None
+
+    def start(state: Any, i: int) -> Pending:  # off the main thread: signals are seen meanwhile
+        return Pending(programs.interval, programs.configs, state, eval_keys, jnp.int32(i))
+
+    # Interval i + 1 computes while interval i's host work (metrics, logs, progress, checks,
+    # checkpoint) runs; it takes (donates) the state, so a state the host work may still need
+    # (a checkpoint due, callbacks, a divergence stop) is copied first. A stop decided after
+    # interval i discards i + 1 unwritten; a signal instead lets it finish and saves it. Under
+    # multi-host the intervals run one after the other: collectives keep one order everywhere.
+    overlap = overlap and jax.process_count() == 1
     with Preemption() as preemption:
+        pending = start(state, first) if first < end else None
         for i in range(first, end):
-            state, metrics, ok = call(  # off the main thread: signals are handled meanwhile
-                programs.interval, programs.configs, state, eval_keys, jnp.int32(i)
-            )
-            loop.after(i, first, state, metrics, ok)
+            state, metrics, ok = pending.result()
+            due = bool(checkpoint_every) and (i + 1) % checkpoint_every == 0
+            kept, pending = state, None
+            if overlap and i + 1 < end and not preemption.signal:
+                if (out is not None and due) or callbacks or stop_on_divergence:
+                    kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
+                pending = start(state, i + 1)
+            loop.after(i, first, kept, metrics, ok)
             stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, i)
-            due = checkpoint_every and (i + 1) % checkpoint_every == 0
+            if stopped and pending is not None:
+                if stopped == preemption.signal:
+                    continue  # the interval in flight finishes, then is saved
+                pending.result()  # computed, never written
             if out is not None and (stopped or i + 1 == end or due):
-                loop.save(i, state)
+                loop.save(i, kept)
             if stopped:
                 break
+            if pending is None and i + 1 < end:
+                pending = start(state, i + 1)
         loop.writer.close()  # the last checkpoint is on disk before the run returns,
         wait_for_processes("saved")  # on every process (process 0 writes it)
-    return loop.finish(state, stopped)
+    return loop.finish(kept if first < end else state, stopped)
 
 
 @dataclasses.dataclass
