@@ -1,0 +1,90 @@
+"""What the host runner costs: `trainer.run` as the command line runs it (a run directory with
+metric files and checkpoints, progress printed) against `jax.jit(jax.vmap(train))` of the same
+config, with the runner overlapping host and device (the default) and without (`overlap=False`).
+
+PPO on CartPole-v1 with PureJaxRL's sizes (canter's defaults: 4 envs x 128 steps), 1 seed,
+200 iterations (102,400 env steps); intervals of 1 iteration (an evaluation after each: 200
+intervals, where the runner's host work per interval shows) and of 50 (the default cadence).
+Fresh processes take turns; run time excludes compilation; ratios are within each round.
+
+    python benchmarks/runner_overhead.py --repeats 3
+    python benchmarks/runner_overhead.py --repeats 1 --iterations 4 --out /tmp/x   # a smoke run
+"""
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
+
+from benchmarks import harness  # noqa: E402
+
+IMPLS = ("runner", "runner-sequential", "pure")
+CADENCES = (1, 50)  # iterations per interval
+
+
+def measure(impl: str, iterations: int, per_interval: int) -> dict:
+    """One run of `impl` in this (fresh) process."""
+    from canter.algorithms import ppo, trainer
+
+    config = ppo.Config(total_timesteps=iterations * 512, eval_every=per_interval * 512)
+    if impl == "pure":
+        timing = harness.timed_jit(ppo.make_train(config), harness.canter_final_return, 1)
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            overlap = impl == "runner"
+            result = trainer.run(config, ppo.make_train, algo="ppo", run_dir=Path(scratch) / "r",
+                                 overlap=overlap, verbose=True)  # fmt: skip
+            summary = result.summary
+            timing = (summary["compile_s"], summary["run_s"], summary["eval_return"])
+    record = harness.record(timing, iterations * 512, impl=impl, algo="ppo", num_seeds=1)
+    return {**record, "intervals": -(-iterations // per_interval), "at": time.time()}
+
+
+def table(iterations: int, results: dict[int, list[dict]]) -> str:
+    lines = [
+        f"PPO CartPole-v1, 1 seed, {iterations} iterations of 512 env steps; run time without "
+        "compilation, median of the rounds; ratios within each round (median (per round)).",
+        "",
+        "| iterations per interval | intervals | pure s | runner s | runner / pure "
+        "| runner without overlap / pure | overlap gain |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for per_interval, rounds in results.items():
+        runner = harness.ratios(rounds, "runner", "pure", "run_s")
+        sequential = harness.ratios(rounds, "runner-sequential", "pure", "run_s")
+        gain = harness.ratios(rounds, "runner-sequential", "runner", "run_s")
+        lines.append(
+            f"| {per_interval} | {rounds[0]['pure']['intervals']} "
+            f"| {harness.median(rounds, 'pure', 'run_s'):.2f} "
+            f"| {harness.median(rounds, 'runner', 'run_s'):.2f} "
+            f"| {harness.ratio_cell(runner)} | {harness.ratio_cell(sequential)} "
+            f"| {harness.ratio_cell(gain)} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--iterations", type=int, default=200)
+    args = parser.parse_args()
+    if args.worker:
+        return harness.worker(measure, args.worker)
+    results = {}
+    for per_interval in CADENCES:
+        per_interval = min(per_interval, args.iterations)
+
+        def run(impl: str, per_interval: int = per_interval) -> dict:
+            return harness.spawn(__file__, impl, args.iterations, per_interval)
+
+        results[per_interval] = harness.rounds(
+            args.repeats, IMPLS, run, lambda r: f"{r['run_s']:.2f} s", f"{per_interval}/int "
+        )
+    text = table(args.iterations, results) + f"\n\nMachine: {harness.machine()}.\n"
+    harness.write(args.out / "runner_overhead.md", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
