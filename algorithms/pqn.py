@@ -233,9 +233,9 @@ def td_loss(
     return 0.5 * jnp.mean((q_taken - target) ** 2)
 
 
-# Copied from algorithms/dqn.py::linear_epsilon
 def linear_epsilon(config: Config, env_steps: Int[Array, ""]) -> Float[Array, ""]:
-    """Exploration rate decaying linearly from start_e to end_e over a fraction of the run."""
+    """Exploration rate decaying linearly from start_e to end_e over a fraction of the run, as
+    purejaxql's EPS_DECAY (DQN's schedule counts env steps instead)."""
     slope = (config.end_e - config.start_e) / (config.exploration_fraction * config.total_timesteps)
     return jnp.maximum(config.start_e + slope * env_steps, config.end_e)
 
