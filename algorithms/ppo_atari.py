@@ -58,7 +58,7 @@ class Config:
     total_timesteps: PositiveInt = 10_000_000
     """Env steps (agent steps, 4 frames each) per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 102_400
-    """Env steps per seed between greedy evaluations; rounded down to whole iterations."""
+    """Env steps per seed between greedy evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 4
     """Environments (one game each) per greedy evaluation."""
     eval_max_steps: PositiveInt = 27_000

@@ -55,8 +55,8 @@ class Config:
     total_timesteps: PositiveInt = 1_000_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 81_920
-    """Env steps per seed between deterministic (mean-action) evaluations; rounded down to
-    whole iterations."""
+    """Env steps per seed between deterministic (mean-action) evaluations, in whole
+    iterations (at least one)."""
     num_eval_envs: PositiveInt = 32
     """Environments (one episode each) per evaluation."""
     num_envs: PositiveInt = 16

@@ -60,7 +60,7 @@ class Config:
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 51_200
-    """Env steps per seed between greedy evaluations; rounded down to whole iterations."""
+    """Env steps per seed between greedy evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per greedy evaluation."""
     num_envs: PositiveInt = 32

@@ -54,7 +54,7 @@ class Config:
     total_timesteps: PositiveInt = 50_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 5_000
-    """Env steps per seed between deterministic evaluations; rounded down to whole iterations."""
+    """Env steps per seed between deterministic evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per evaluation."""
     num_envs: PositiveInt = 1

@@ -66,7 +66,8 @@ class Train:
     @classmethod
     def from_config(cls, config: Any, **parts: Any) -> "Train":
         """A `Train` whose run sizes come from `config` (`num_iterations`, `num_eval_envs`,
-        and `eval_every` in env steps, rounded down to whole iterations and at most the run);
+        and `eval_every` in env steps, rounded down to whole iterations, at least one and at
+        most the run: the runner says the cadence it makes);
         `parts` are the rest: init, step, act, env, env_params, env_steps_per_iteration and, for
         a policy with memory, initial_carry."""
         per_interval = max(1, config.eval_every // parts["env_steps_per_iteration"])

@@ -121,14 +121,12 @@ def check_divides(config: typing.Any, numerator: str, value: int, denominator: s
 
 
 def check_budget(config: typing.Any, env_steps_per_iteration: int) -> None:
-    """Fail clearly when `total_timesteps` or `eval_every` (both in env steps) do not cover a
-    single iteration."""
-    for name in ("total_timesteps", "eval_every"):
-        if getattr(config, name) < env_steps_per_iteration:
-            raise ConfigError(
-                f"{name} = {getattr(config, name)} is smaller than one iteration "
-                f"({env_steps_per_iteration} env steps); both count env steps per seed."
-            )
+    """Fail clearly when `total_timesteps` does not cover a single iteration."""
+    if config.total_timesteps < env_steps_per_iteration:
+        raise ConfigError(
+            f"total_timesteps = {config.total_timesteps} is smaller than one iteration "
+            f"({env_steps_per_iteration} env steps)."
+        )
 
 
 def check_replay(config: typing.Any) -> None:

@@ -41,9 +41,10 @@ def test_eval_every_is_rounded_down_to_whole_iterations_and_capped_at_the_run():
     assert ppo.make_train(longer).interval_iterations == 10  # no skipped iterations
 
 
-def test_eval_every_under_one_iteration_is_refused_naming_the_iteration():
-    with pytest.raises(ConfigError, match=r"eval_every = 100 is smaller than one iteration \(512"):
-        ppo.make_train(ppo.Config(eval_every=100))
+def test_eval_every_under_one_iteration_evaluates_after_every_iteration():
+    # A larger iteration (`--num-envs 256`) under the default eval_every is not an error.
+    train = ppo.make_train(ppo.Config(eval_every=100, total_timesteps=512 * 3))
+    assert train.interval_iterations == 1 and train.eval_every == 512
 
 
 def test_the_cli_says_how_many_evaluations_and_how_often(repo_root, tmp_path):
@@ -52,7 +53,7 @@ def test_the_cli_says_how_many_evaluations_and_how_often(repo_root, tmp_path):
                str(tmp_path / "run")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    line = "4 evaluation(s), every 512 env steps of 2,048 (eval_every 1,000 rounded down"
+    line = "4 evaluation(s), every 512 env steps of 2,048 (eval_every 1,000 in whole iterations"
     assert line in done.stdout, done.stdout
     rows = (tmp_path / "run" / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
     assert [int(row.split(",")[1]) for row in rows] == [512, 1024, 1536, 2048]

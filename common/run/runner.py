@@ -289,7 +289,7 @@ def _evaluations_line(config: Any, train: Any) -> str:
     if asked >= total and train.num_intervals == 1:
         line += f" (eval_every {asked:,} covers the run: one evaluation, at its end)"
     elif train.eval_every != asked:
-        line += f" (eval_every {asked:,} rounded down to whole iterations of {per:,})"
+        line += f" (eval_every {asked:,} in whole iterations of {per:,})"
     return line
 
 
