@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from canter.algorithms import dqn, ppo, ppo_atari, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer
 from canter.common.config import ConfigError
+from canter.common.run import checkpoint
 from canter.common.run.batch import make_batch
 from canter.common.run.report import learning_curve_figure
 from canter.common.run.rundir import RunDir
@@ -79,9 +80,10 @@ def test_a_curve_with_one_or_two_points_shows_them(points):
     plt.close(fig)
 
 
-def test_a_run_directory_from_before_env_step_eval_every_is_refused(tmp_path):
+def test_a_run_directory_from_before_env_step_eval_every_is_not_resumed(tmp_path):
+    config = ppo.Config(total_timesteps=4 * 16 * 2, num_envs=4, num_steps=16, eval_every=64)
     result = trainer.run(
-        ppo.Config(total_timesteps=4 * 16 * 2, num_envs=4, num_steps=16, eval_every=64),
+        config,
         ppo.make_train,
         algo="ppo",
         run_dir=tmp_path / "run",
@@ -92,5 +94,11 @@ def test_a_run_directory_from_before_env_step_eval_every_is_refused(tmp_path):
     assert record["format"] == 2
     del record["format"]  # what a run written before the change holds
     config_file.write_text(json.dumps(record))
-    with pytest.raises(ConfigError, match="eval_every counted iterations"):
-        RunDir(result.run_dir).load_config(ppo.Config)
+    assert RunDir(result.run_dir).load_config(ppo.Config)[1] == config  # evaluate.py reads it
+    saved = result.run_dir / "checkpoint.eqx"
+    header, payload = checkpoint.read_header(saved)
+    del header["config"]["format"]
+    head = json.dumps(header).encode()
+    saved.write_bytes(checkpoint.MAGIC + len(head).to_bytes(8, "little") + head + payload)
+    with pytest.raises(ConfigError, match="format 1 counted eval_every in iterations"):
+        trainer.run(config, ppo.make_train, algo="ppo", run_dir=result.run_dir, resume=True)

@@ -123,6 +123,26 @@ def test_ppo_runs_vmapped_seeds_and_the_same_seed_gives_the_same_numbers(tmp_pat
     assert (tmp_path / "a" / "summary.json").exists()
 
 
+def test_host_simulators_are_not_stepped_by_an_interval_a_stop_may_discard(monkeypatch):
+    # A discarded interval would step the simulators past the checkpoint: with callbacks (or a
+    # divergence stop) a host-env run computes its intervals one after the other.
+    from canter.common.run import runner
+
+    started = []
+
+    class Counted(runner.Pending):
+        def __init__(self, fn, *args):
+            started.append(int(args[-1]))
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(runner, "Pending", Counted)
+    seen = []
+    result = trainer.run(SMALL, ppo.make_train, algo="ppo", verbose=False,
+                         callbacks=[lambda interval: seen.append(list(started))])  # fmt: skip
+    assert seen == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
+    assert result.summary["complete"]
+
+
 def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps(monkeypatch):
     # 8 iterations in intervals of 3: the last interval's third iteration is skipped by a real
     # cond, so the simulators take the kept steps only (evaluation stubbed out: it is counted

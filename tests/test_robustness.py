@@ -133,6 +133,22 @@ def test_the_next_interval_computes_during_the_host_work_and_a_stop_discards_it(
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_discarded_interval_that_fails_loses_nothing(tmp_path, monkeypatch):
+    from canter.common.run import runner
+
+    def broken(*args):
+        raise RuntimeError("the discarded interval failed")
+
+    class Failing(runner.Pending):
+        def __init__(self, fn, *args):
+            super().__init__(broken if int(args[-1]) == 3 else fn, *args)
+
+    monkeypatch.setattr(runner, "Pending", Failing)
+    result = run(run_dir=tmp_path, callbacks=[lambda interval: interval.index == 2])
+    assert result.summary["intervals"] == 3  # stopped after interval 3, as asked, no error
+    assert checkpoint.read_header(tmp_path / "checkpoint.eqx")[0]["interval"] == 3
+
+
 def test_runs_with_and_without_overlap_are_bit_equal(tmp_path):
     overlapped = run(run_dir=tmp_path / "a", checkpoint_every=2)
     sequential = run(run_dir=tmp_path / "b", checkpoint_every=2, overlap=False)

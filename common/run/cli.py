@@ -52,6 +52,10 @@ class RunOptions:
     debug: bool = False
     """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
     a breakpoint() in step stops with real values (common/run/debug.py)."""
+    overlap: bool = True
+    """Compute each interval while the host handles the previous one (same numbers); with a
+    checkpoint due, callbacks or --stop-on-divergence that holds two copies of the state on
+    the device: --no-overlap where memory is tight."""
     compile_cache: bool = True
     """Reuse compiled programs across runs (JAX's persistent cache, ~/.cache/canter/jax or
     $JAX_COMPILATION_CACHE_DIR); --no-compile-cache compiles cold."""
@@ -112,6 +116,7 @@ def main(
             sweep=sweep, resume=options.resume is not None,
             checkpoint_every=options.checkpoint_every, track=options.track,
             stop_on_divergence=options.stop_on_divergence, data_parallel=options.data_parallel,
+            overlap=options.overlap,
         )  # fmt: skip
     except ConfigError as error:
         _remove_if_empty(made)

@@ -69,11 +69,15 @@ class Pending:
             self._done["error"] = error
 
     def result(self, poll_s: float = 0.01) -> Any:
-        while self._worker.is_alive():
-            self._worker.join(poll_s)
+        self.wait(poll_s)
         if "error" in self._done:
             raise self._done["error"]
         return self._done["out"]
+
+    def wait(self, poll_s: float = 0.01) -> None:
+        """Until the computation ends; its result, or error, stays unread (a discarded one)."""
+        while self._worker.is_alive():
+            self._worker.join(poll_s)
 
 
 def call(fn: Callable[..., Any], *args: Any) -> Any:

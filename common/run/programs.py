@@ -130,7 +130,8 @@ def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) 
             return None
         return (
             "one interval's program depends on the budget (a schedule over it, such as an "
-            "annealed learning rate or an exploration fraction, or a ragged last interval), so "
+            "annealed learning rate or an exploration fraction; a ragged last interval; or an "
+            "eval_every at least the old budget, which made one interval of the whole run), so "
             "the continued run would not equal a run started with the new budget"
         )
 

@@ -53,12 +53,13 @@ def config_record(algo: str, config: Any, sweep: dict[str, list[float]]) -> dict
 
 
 def _check_format(path: Path, saved: dict[str, Any]) -> None:
-    """Refuse a run written in another config.json format: its fields mean other things."""
+    """Refuse to resume a run written in another config.json format: its fields mean other
+    things (format 1: eval_every counted iterations), so it would not continue as it ran."""
     if saved.get("format", 1) != FORMAT:
         raise ConfigError(
-            f"{path} was written by an older canter, whose eval_every counted iterations (it "
-            "counts env steps now): evaluate or resume it with the canter that made it, or "
-            "start a new run."
+            f"{path} has config.json format {saved.get('format', 1)}, this canter writes "
+            f"{FORMAT} (format 1 counted eval_every in iterations, 2 in env steps): resume it "
+            "with the canter that made it, or start a new run (evaluate.py still reads it)."
         )
 
 
@@ -191,9 +192,8 @@ class RunDir:
         """(algo, Config, sweep) of the saved run, read into `config_cls` (the algorithm's
         Config); with `algo` the run must be one of that algorithm's."""
         saved = self.read_config()
-        _check_format(self.path, saved)
         saved_algo, sweep = saved.pop("algo", None), saved.pop("sweep", {})
-        saved.pop("format")
+        saved.pop("format", None)  # resume checks it (check_resume); evaluation does not need it
         saved.pop("source", None)
         if algo is not None and saved_algo != algo:
             raise ConfigError(f"Cannot use {self.path} with {algo}.py: it is a {saved_algo} run.")

@@ -134,42 +134,69 @@ def run(
     end = (
         train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
     )
-    stopped = None
+    # Under multi-host the intervals run one after the other (collectives keep one order on
+    # every process); with host simulators, a discarded interval would step them past the
+    # checkpoint, so a run that may stop early (callbacks, a divergence stop) does too.
+    stops_early = bool(callbacks) or stop_on_divergence
+    overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
+    checks = (callbacks, stop_on_divergence, checkpoint_every)
+    state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
+    loop.writer.close()  # the last checkpoint is on disk before the run returns,
+    wait_for_processes("saved")  # on every process (process 0 writes it)
+    return loop.finish(state, stopped)
+
+
+def _intervals(
+    loop: "_Loop",
+    programs: Programs,
+    state: Any,
+    eval_keys: Any,
+    first: int,
+    end: int,
+    checks: tuple,
+    overlap: bool,
+) -> tuple[Any, str | None]:
+    """Intervals `first` to `end` - 1 with their host work: (the state of the last interval
+    handled, why the run stopped or None).
+
+    With `overlap`, interval i + 1 computes while interval i's host work (metrics, progress,
+    checks, logs, callbacks, checkpoint) runs. It takes (donates) the state, so a state the
+    host work may still need (a checkpoint due, callbacks, a divergence stop) is copied first.
+    A stop decided after interval i saves i and discards i + 1, computed but never written; a
+    signal instead lets i + 1 finish and saves it.
+    """
+    callbacks, stop_on_divergence, checkpoint_every = checks
+    saving = loop.out is not None
 
     def start(state: Any, i: int) -> Pending:  # off the main thread: signals are seen meanwhile
         return Pending(programs.interval, programs.configs, state, eval_keys, jnp.int32(i))
 
-    # Interval i + 1 computes while interval i's host work (metrics, logs, progress, checks,
-    # checkpoint) runs; it takes (donates) the state, so a state the host work may still need
-    # (a checkpoint due, callbacks, a divergence stop) is copied first. A stop decided after
-    # interval i discards i + 1 unwritten; a signal instead lets it finish and saves it. Under
-    # multi-host the intervals run one after the other: collectives keep one order everywhere.
-    overlap = overlap and jax.process_count() == 1
+    kept, stopped, pending = state, None, None
     with Preemption() as preemption:
-        pending = start(state, first) if first < end else None
-        for i in range(first, end):
-            state, metrics, ok = pending.result()
-            due = bool(checkpoint_every) and (i + 1) % checkpoint_every == 0
-            kept, pending = state, None
-            if overlap and i + 1 < end and not preemption.signal:
-                if (out is not None and due) or callbacks or stop_on_divergence:
-                    kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
-                pending = start(state, i + 1)
-            loop.after(i, first, kept, metrics, ok)
-            stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, i)
-            if stopped and pending is not None:
-                if stopped == preemption.signal:
+        try:
+            pending = start(state, first) if first < end else None
+            for i in range(first, end):
+                state, metrics, ok = pending.result()
+                due = bool(checkpoint_every) and (i + 1) % checkpoint_every == 0
+                kept, pending = state, None
+                if overlap and i + 1 < end and not preemption.signal:
+                    if (saving and due) or callbacks or stop_on_divergence:
+                        kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
+                    pending = start(state, i + 1)
+                loop.after(i, first, kept, metrics, ok)
+                stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, i)
+                if stopped and stopped == preemption.signal and pending is not None:
                     continue  # the interval in flight finishes, then is saved
-                pending.result()  # computed, never written
-            if out is not None and (stopped or i + 1 == end or due):
-                loop.save(i, kept)
-            if stopped:
-                break
-            if pending is None and i + 1 < end:
-                pending = start(state, i + 1)
-        loop.writer.close()  # the last checkpoint is on disk before the run returns,
-        wait_for_processes("saved")  # on every process (process 0 writes it)
-    return loop.finish(kept if first < end else state, stopped)
+                if saving and (stopped or i + 1 == end or due):
+                    loop.save(i, kept)
+                if stopped:
+                    break
+                if pending is None and i + 1 < end:
+                    pending = start(state, i + 1)
+        finally:
+            if pending is not None:  # discarded (a stop, an error above): never written
+                pending.wait()
+    return kept, stopped
 
 
 @dataclasses.dataclass
