@@ -167,10 +167,11 @@ print(json.dumps({k: v.tolist() for k, v in result.metrics["train"].items()}))
 DEVICES_CONFIG = dataclasses.replace(SMALL, num_seeds=3, max_grad_norm=float("inf"))
 
 
-def on_devices(repo_root, devices, run_dir, mode):
+def on_devices(repo_root, devices, run_dir, mode, script=DEVICE_SCRIPT):
+    """`script` in a fresh process with `devices` CPU devices; the JSON it prints last."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     done = subprocess.run(
-        [sys.executable, "-c", DEVICE_SCRIPT, str(devices), str(run_dir), mode],
+        [sys.executable, "-c", script, str(devices), str(run_dir), mode],
         capture_output=True, text=True, env=env, cwd=repo_root, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -217,13 +218,7 @@ def key_data(leaf):
 
 
 def exact_run(repo_root, devices, run_dir, mode):
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-    done = subprocess.run(
-        [sys.executable, "-c", EXACT_SCRIPT, str(devices), str(run_dir), mode],
-        capture_output=True, text=True, env=env, cwd=repo_root, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return on_devices(repo_root, devices, run_dir, mode, EXACT_SCRIPT)
 
 
 @pytest.mark.slow
