@@ -51,15 +51,14 @@ class Preemption:
 
 class Pending:
     """`fn(*args)` computing on a helper thread from now on; `result()` waits for it in short
-    joins, so that a signal is handled during a long XLA call (which can block the calling
-    thread until it ends, on the CPU), and the main thread is free meanwhile (the runner does
-    the previous interval's host work while the next one computes)."""
+    joins, so that a signal is handled during a long XLA call or compilation (which can block
+    the calling thread until it ends, on the CPU), and the main thread is free meanwhile (the
+    runner does the previous interval's host work while the next one computes)."""
 
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+    def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "canter-interval") -> None:
         self._done: dict[str, Any] = {}
-        self._worker = threading.Thread(
-            target=self._target, args=(fn, args), name="canter-interval", daemon=True
-        )
+        self._worker = threading.Thread(target=self._target, args=(fn, args), name=name)
+        self._worker.daemon = True
         self._worker.start()
 
     def _target(self, fn: Callable[..., Any], args: tuple) -> None:
@@ -74,15 +73,11 @@ class Pending:
             raise self._done["error"]
         return self._done["out"]
 
-    def wait(self, poll_s: float = 0.01) -> None:
-        """Until the computation ends; its result, or error, stays unread (a discarded one)."""
-        while self._worker.is_alive():
+    def wait(self, poll_s: float = 0.01, until: Callable[[], bool] = lambda: False) -> None:
+        """Until the computation ends (or `until()` holds); its result, or error, stays unread
+        (a discarded interval)."""
+        while self._worker.is_alive() and not until():
             self._worker.join(poll_s)
-
-
-def call(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` with its results computed, on a helper thread (`Pending`)."""
-    return Pending(fn, *args).result()
 
 
 class Interrupted(Exception):
@@ -94,25 +89,13 @@ class Interrupted(Exception):
         self.signal = signal_name
 
 
-def interruptible(fn: Callable[..., Any], *args: Any, poll_s: float = 0.01) -> Any:
-    """`fn(*args)` (compiling, which Python cannot interrupt) on a helper thread, while the
-    main thread waits in short joins; SIGTERM or SIGINT meanwhile raises `Interrupted` at once
-    (the thread is left to finish on its own: the caller is expected to exit)."""
-    done: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            done["out"] = fn(*args)
-        except BaseException as error:  # handed to the caller below
-            done["error"] = error
-
-    worker = threading.Thread(target=target, name="canter-compile", daemon=True)
+def interruptible(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` (compiling, which Python cannot interrupt) as a `Pending`; SIGTERM or SIGINT
+    meanwhile raises `Interrupted` at once (the thread is left to finish on its own: the caller
+    is expected to exit)."""
     with Preemption() as preemption:
-        worker.start()
-        while worker.is_alive():
-            worker.join(poll_s)
-            if preemption.signal:
-                raise Interrupted(preemption.signal)
-    if "error" in done:
-        raise done["error"]
-    return done["out"]
+        compiling = Pending(fn, *args, name="canter-compile")
+        compiling.wait(until=lambda: preemption.signal is not None)
+        if preemption.signal:
+            raise Interrupted(preemption.signal)
+    return compiling.result()
