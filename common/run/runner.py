@@ -141,8 +141,9 @@ def run(
     overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
     checks = (callbacks, stop_on_divergence, checkpoint_every)
     state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
-    loop.writer.close()  # the last checkpoint is on disk before the run returns,
-    wait_for_processes("saved")  # on every process (process 0 writes it)
+    # The last checkpoint is on disk before the run returns; under multi-host the others wait
+    # for it at the collective in `finish`, which process 0 reaches after this.
+    loop.writer.close()
     return loop.finish(state, stopped)
 
 
