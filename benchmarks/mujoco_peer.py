@@ -90,16 +90,26 @@ def make_sbx(algo: str, config, env, seed: int = 0):
     )
     if algo == "sac":
         return SAC(
-            "MlpPolicy", env, learning_rate=config.policy_lr, qf_learning_rate=config.q_lr,
-            ent_coef=f"auto_{config.alpha}", policy_delay=1, **common,
-        )  # fmt: skip
+            "MlpPolicy",
+            env,
+            learning_rate=config.policy_lr,
+            qf_learning_rate=config.q_lr,
+            ent_coef=f"auto_{config.alpha}",
+            policy_delay=1,
+            **common,
+        )
     dim = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(dim), config.exploration_noise * np.ones(dim))
     return TD3(
-        "MlpPolicy", env, learning_rate=config.learning_rate, action_noise=noise,
-        policy_delay=config.policy_frequency, target_policy_noise=config.policy_noise,
-        target_noise_clip=config.noise_clip, **common,
-    )  # fmt: skip
+        "MlpPolicy",
+        env,
+        learning_rate=config.learning_rate,
+        action_noise=noise,
+        policy_delay=config.policy_frequency,
+        target_policy_noise=config.policy_noise,
+        target_noise_clip=config.noise_clip,
+        **common,
+    )
 
 
 def measure_sbx(algo: str, total_timesteps: int) -> dict:

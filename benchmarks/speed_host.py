@@ -42,8 +42,9 @@ def work(impl: str, num_envs: int, steps: int) -> dict:
             obs, state = reset(jax.random.split(key, num_envs), params)
 
             def one(state: object, key: jax.Array) -> tuple:
-                action = jax.random.uniform(key, (num_envs, *space.shape), minval=space.low,
-                                            maxval=space.high)  # fmt: skip
+                action = jax.random.uniform(
+                    key, (num_envs, *space.shape), minval=space.low, maxval=space.high
+                )
                 keys = jax.random.split(key, num_envs)
                 _, state, reward, *_ = step(keys, state, action, params)
                 return state, reward
@@ -65,8 +66,14 @@ def work(impl: str, num_envs: int, steps: int) -> dict:
         for _ in range(steps):
             envs.step(envs.action_space.sample())
     run_s = time.perf_counter() - tic
-    return {"impl": impl, "num_envs": num_envs, "steps": steps, "run_s": run_s,
-            "setup_s": compile_s, "steps_per_s": num_envs * steps / run_s}  # fmt: skip
+    return {
+        "impl": impl,
+        "num_envs": num_envs,
+        "steps": steps,
+        "run_s": run_s,
+        "setup_s": compile_s,
+        "steps_per_s": num_envs * steps / run_s,
+    }
 
 
 def host_overhead(repeats: int) -> str:

@@ -89,8 +89,9 @@ def mujoco_rows(algo: str, repeats: int) -> list[str]:
         ratio = harness.ratio_cell(ratios) if field != "compile_s" else ""
         lines.append(f"| {algo} | {label} | {cells[0]} | {cells[1]} | {ratio} |")
     returns = [harness.mean([r[i]["final_returns"][0] for r in rounds]) for i in PAIR]
-    lines.append(f"| {algo} | final eval return (mean over rounds) | {returns[0]:.0f} | "
-                 f"{returns[1]:.0f} | |")  # fmt: skip
+    lines.append(
+        f"| {algo} | final eval return (mean over rounds) | {returns[0]:.0f} | {returns[1]:.0f} | |"
+    )
     free = harness.spawn(SCRIPT, "canter-updates", algo, 1, MUJOCO_UPDATE_STEPS)
     bound, ratios = update_bound(free, [r["sbx"]["steps_per_s"] for r in rounds])
     lines.append(
@@ -129,9 +130,12 @@ def mujoco_table(measured: dict) -> str:
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument(
-        "--algo", nargs="+", choices=["sac", "td3"], default=["sac", "td3"],
+        "--algo",
+        nargs="+",
+        choices=["sac", "td3"],
+        default=["sac", "td3"],
         help="the algorithms to measure (the others' rows are kept)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if args.worker:
         return harness.worker(work, args.worker)

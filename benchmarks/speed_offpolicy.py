@@ -48,8 +48,9 @@ def work(impl: str, num_seeds: int, algo: str) -> dict:
         timing = harness.timed_jit(train, harness.canter_final_return, num_seeds)
     else:
         timing = harness.timed_jit(*rejax_peer.offpolicy(algo, config), num_seeds)
-    sizes = dict(num_envs=config.num_envs, num_steps=1,
-                 iterations=config.total_timesteps // config.num_envs)  # fmt: skip
+    sizes = dict(
+        num_envs=config.num_envs, num_steps=1, iterations=config.total_timesteps // config.num_envs
+    )
     fields = dict(impl=impl, algo=algo, num_seeds=num_seeds, **sizes)
     return harness.record(timing, num_seeds * config.total_timesteps, **fields)
 

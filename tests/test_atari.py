@@ -48,8 +48,15 @@ def reference(key_words: np.ndarray, actions: np.ndarray) -> dict:
     env = make_gymnasium("ALE/Breakout-v5")
     obs, info = env.reset(seed=_seed(key_words))
     lives = info["lives"]
-    rows = {"first": np.moveaxis(obs, 0, -1), "obs": [], "reward": [], "terminated": [],
-            "truncated": [], "final": [], "life_lost": []}  # fmt: skip
+    rows = {
+        "first": np.moveaxis(obs, 0, -1),
+        "obs": [],
+        "reward": [],
+        "terminated": [],
+        "truncated": [],
+        "final": [],
+        "life_lost": [],
+    }
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(int(action))
         rows["final"].append(np.moveaxis(obs, 0, -1))
@@ -58,9 +65,11 @@ def reference(key_words: np.ndarray, actions: np.ndarray) -> dict:
         if terminated or truncated:
             obs, info = env.reset()
             lives = info["lives"]
-        for name, value in zip(("obs", "reward", "terminated", "truncated"),
-                               (np.moveaxis(obs, 0, -1), reward, terminated, truncated),
-                               strict=True):  # fmt: skip
+        for name, value in zip(
+            ("obs", "reward", "terminated", "truncated"),
+            (np.moveaxis(obs, 0, -1), reward, terminated, truncated),
+            strict=True,
+        ):
             rows[name].append(value)
     env.close()
     return {k: np.asarray(v) for k, v in rows.items()}
@@ -132,11 +141,19 @@ def test_ppo_atari_refuses_what_its_network_cannot_take():
 @pytest.mark.slow
 def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     config = ppo_atari.Config(
-        num_seeds=2, num_envs=2, num_steps=16, num_minibatches=2, update_epochs=1,
-        total_timesteps=2 * 16 * 4, eval_every=2 * 16 * 2, num_eval_envs=2, eval_max_steps=64,
-    )  # fmt: skip
-    result = trainer.run(config, ppo_atari.make_train, algo="ppo_atari", verbose=False,
-                         run_dir=tmp_path / "run")  # fmt: skip
+        num_seeds=2,
+        num_envs=2,
+        num_steps=16,
+        num_minibatches=2,
+        update_epochs=1,
+        total_timesteps=2 * 16 * 4,
+        eval_every=2 * 16 * 2,
+        num_eval_envs=2,
+        eval_max_steps=64,
+    )
+    result = trainer.run(
+        config, ppo_atari.make_train, algo="ppo_atari", verbose=False, run_dir=tmp_path / "run"
+    )
     losses = result.metrics["train"]["value_loss"]
     assert losses.shape == (2, 2) and np.isfinite(losses).all()
     assert np.all(result.metrics["eval"]["episodic_length"] <= 64)
@@ -144,8 +161,15 @@ def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     again = trainer.run(config, ppo_atari.make_train, algo="ppo_atari", verbose=False)
     np.testing.assert_array_equal(again.metrics["train"]["value_loss"], losses)
     gif = tmp_path / "game.gif"
-    command = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"),
-               str(tmp_path / "run"), "--episodes", "1", "--gif", str(gif)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "evaluate.py"),
+        str(tmp_path / "run"),
+        "--episodes",
+        "1",
+        "--gif",
+        str(gif),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert gif.read_bytes().startswith(b"GIF8")
@@ -156,8 +180,10 @@ def test_nature_cnn_shapes_and_init():
     logits, value = eqx.filter_jit(lambda m, x: m(x))(model, jnp.full((84, 84, 4), 255.0))
     assert logits.shape == (6,) and value.shape == ()
     assert [c.weight.shape for c in model.torso.convs] == [
-        (32, 4, 8, 8), (64, 32, 4, 4), (64, 64, 3, 3)
-    ]  # fmt: skip
+        (32, 4, 8, 8),
+        (64, 32, 4, 4),
+        (64, 64, 3, 3),
+    ]
     # Orthogonal rows of gain sqrt(2) over each flattened receptive field; zero biases.
     rows = model.torso.convs[1].weight.reshape(64, -1)
     np.testing.assert_allclose(rows @ rows.T, 2.0 * np.eye(64), atol=1e-4)

@@ -49,9 +49,18 @@ def test_eval_every_under_one_iteration_evaluates_after_every_iteration():
 
 
 def test_the_cli_says_how_many_evaluations_and_how_often(repo_root, tmp_path):
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--total-timesteps",
-               "2048", "--eval-every", "1000", "--num-eval-envs", "2", "--run-dir",
-               str(tmp_path / "run")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "ppo.py"),
+        "--total-timesteps",
+        "2048",
+        "--eval-every",
+        "1000",
+        "--num-eval-envs",
+        "2",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     line = "4 evaluation(s), every 512 env steps of 2,048 (eval_every 1,000 in whole iterations"

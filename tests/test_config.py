@@ -59,8 +59,14 @@ def test_a_sweep_point_out_of_range_is_refused():
 
 
 def test_cli_refuses_out_of_range_before_compiling(repo_root, tmp_path):
-    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), "--exploration-steps",
-               "0", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "dqn.py"),
+        "--exploration-steps",
+        "0",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "exploration_steps = 0" in done.stderr and "Traceback" not in done.stderr

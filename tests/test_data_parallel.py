@@ -67,8 +67,11 @@ ALGOS = "ppo,ppo_rnn,pqn,dqn,sac"
 def on_devices(repo_root, devices: int, seeds: int, algos: str = ALGOS) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", DEVICES_SCRIPT, str(devices), str(seeds), algos],
-        capture_output=True, text=True, cwd=repo_root, timeout=900,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -120,7 +123,7 @@ def test_data_parallel_across_two_processes_equals_one_device(repo_root):
             stderr=subprocess.PIPE,
             text=True,
             cwd=repo_root,
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     outputs = [worker.communicate(timeout=600) for worker in workers]

@@ -28,13 +28,15 @@ def test_td_target_matches_reference():
     args = [jnp.array(x) for x in (reward, terminated, q_target, q_online)]
     plain = dqn.td_target(*args, 0.9, False)
     double = dqn.td_target(*args, 0.9, True)
-    ref_plain = np.array([
-        reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i].max()) for i in range(32)
-    ])  # fmt: skip
-    ref_double = np.array([
-        reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i, q_online[i].argmax()])
-        for i in range(32)
-    ])  # fmt: skip
+    ref_plain = np.array(
+        [reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i].max()) for i in range(32)]
+    )
+    ref_double = np.array(
+        [
+            reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i, q_online[i].argmax()])
+            for i in range(32)
+        ]
+    )
     np.testing.assert_allclose(plain, ref_plain, rtol=1e-6)
     np.testing.assert_allclose(double, ref_double, rtol=1e-6)
     assert not np.allclose(plain, double)  # the flag changes the target
@@ -67,10 +69,21 @@ def test_dueling_head_mean_advantage_is_the_value():
 
 def probe_config(env: str, **overrides) -> dqn.Config:
     config = dqn.Config(
-        env=env, total_timesteps=4 * 1500, num_envs=4, train_frequency=4, buffer_size=1000,
-        batch_size=64, learning_starts=200, learning_rate=1e-3, target_network_frequency=100,
-        start_e=1.0, end_e=1.0, eval_every=4 * 1500, num_eval_envs=2, hidden_sizes=(32, 32),
-    )  # fmt: skip
+        env=env,
+        total_timesteps=4 * 1500,
+        num_envs=4,
+        train_frequency=4,
+        buffer_size=1000,
+        batch_size=64,
+        learning_starts=200,
+        learning_rate=1e-3,
+        target_network_frequency=100,
+        start_e=1.0,
+        end_e=1.0,
+        eval_every=4 * 1500,
+        num_eval_envs=2,
+        hidden_sizes=(32, 32),
+    )
     return dataclasses.replace(config, **overrides)
 
 
@@ -118,10 +131,17 @@ def test_replay_stores_the_final_observation_of_truncated_episodes():
 # --- invariants
 
 TINY = dqn.Config(
-    total_timesteps=4 * 60, num_envs=4, train_frequency=2, buffer_size=64, batch_size=8,
-    learning_starts=40, target_network_frequency=16, eval_every=4 * 20, num_eval_envs=2,
+    total_timesteps=4 * 60,
+    num_envs=4,
+    train_frequency=2,
+    buffer_size=64,
+    batch_size=8,
+    learning_starts=40,
+    target_network_frequency=16,
+    eval_every=4 * 20,
+    num_eval_envs=2,
     hidden_sizes=(16,),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -238,9 +258,15 @@ def test_soft_target_updates_count_every_frequency_crossed():
     # 10 envs, an update and a target update due every env step: one iteration makes 10 of
     # each, so the target moves by 1 - (1 - tau)^10 towards the online network, not by tau.
     config = dqn.Config(
-        num_envs=10, train_frequency=1, target_network_frequency=1, tau=0.005,
-        learning_starts=0, batch_size=8, buffer_size=100, hidden_sizes=(8,),
-    )  # fmt: skip
+        num_envs=10,
+        train_frequency=1,
+        target_network_frequency=1,
+        tau=0.005,
+        learning_starts=0,
+        batch_size=8,
+        buffer_size=100,
+        hidden_sizes=(8,),
+    )
     train = dqn.make_train(config)
     before = jax.jit(train.init)(jax.random.key(0))
     after, _ = jax.jit(train.step)(before, 0)
@@ -248,19 +274,28 @@ def test_soft_target_updates_count_every_frequency_crossed():
     expected = dqn.polyak_update(after.q_network, before.target_network, 1 - 0.995**10)
     assert_trees_close(after.target_network, expected, rtol=1e-6, atol=1e-7)
     one_step = dqn.polyak_update(after.q_network, before.target_network, 0.005)
-    gap = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.abs(a - b).max(), after.target_network,
-                                       one_step))  # fmt: skip
+    gap = jax.tree.leaves(
+        jax.tree.map(lambda a, b: jnp.abs(a - b).max(), after.target_network, one_step)
+    )
     assert max(float(g) for g in gap) > 1e-5  # the old single Polyak step is far off
 
 
 def test_a_run_started_from_python_resumes_from_python(tmp_path):
     # hidden_sizes is a tuple in the Config and a list in JSON: resuming compared them raw.
     config = dataclasses.replace(TINY, num_seeds=2)
-    first = trainer.run(config, dqn.make_train, algo="dqn", run_dir=tmp_path, verbose=False,
-                        checkpoint_every=1, stop_after=1)  # fmt: skip
+    first = trainer.run(
+        config,
+        dqn.make_train,
+        algo="dqn",
+        run_dir=tmp_path,
+        verbose=False,
+        checkpoint_every=1,
+        stop_after=1,
+    )
     assert first.summary["intervals"] == 1
-    resumed = trainer.run(config, dqn.make_train, algo="dqn", run_dir=tmp_path, resume=True,
-                          verbose=False)  # fmt: skip
+    resumed = trainer.run(
+        config, dqn.make_train, algo="dqn", run_dir=tmp_path, resume=True, verbose=False
+    )
     assert resumed.summary["complete"]
     _, whole = jax.jit(jax.vmap(dqn.make_train(config)))(trainer.seed_keys(0, 2))
     for name, value in whole["eval"].items():

@@ -40,8 +40,13 @@ def test_a_name_of_another_family_says_so_first():
 
 def test_help_names_every_env_family():
     ppo = Path(__file__).resolve().parent.parent / "algorithms" / "ppo.py"
-    done = subprocess.run([sys.executable, str(ppo), "--help"], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ppo), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     help_text = " ".join(done.stdout.replace("│", " ").split())
     env_help = help_text[help_text.index("--env STR") :][:400]
@@ -115,20 +120,40 @@ def test_every_listed_env_traces_under_the_runner(name):
     env, params = make_env(name)
     kind = action_kind(env, params)
     module = ppo if kind == "discrete" else ppo_continuous
-    config = module.Config(env=name, num_envs=2, num_steps=4, num_minibatches=2, num_seeds=2,
-                           total_timesteps=8, eval_every=8, num_eval_envs=1)  # fmt: skip
+    config = module.Config(
+        env=name,
+        num_envs=2,
+        num_steps=4,
+        num_minibatches=2,
+        num_seeds=2,
+        total_timesteps=8,
+        eval_every=8,
+        num_eval_envs=1,
+    )
     configs, keys = make_batch(config).inputs()
-    state, eval_keys = jax.eval_shape(jax.vmap(lambda c, k: module.make_train(c).start(k)),
-                                      configs, keys)  # fmt: skip
+    state, eval_keys = jax.eval_shape(
+        jax.vmap(lambda c, k: module.make_train(c).start(k)), configs, keys
+    )
     interval = jax.vmap(lambda c, s, k: module.make_train(c).interval(s, k, jnp.int32(0)))
     _, metrics = jax.eval_shape(interval, configs, state, eval_keys)
     assert metrics["eval"]["episodic_return"].shape == (2,)
 
 
 def test_an_env_whose_constructor_branches_on_arrays_trains(repo_root, tmp_path):
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--env", "FourRooms-misc",
-               "--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "1",
-               "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "ppo.py"),
+        "--env",
+        "FourRooms-misc",
+        "--total-timesteps",
+        "1024",
+        "--eval-every",
+        "512",
+        "--num-eval-envs",
+        "1",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done: return" in done.stdout

@@ -22,8 +22,11 @@ from canter.common.run.evaluation import run_episodes
 from tests.checks import kill_after_checkpoint
 
 # CartPole cut at 12 steps: random actions cross terminations and truncations within a few dozen.
-gymnasium.register("canter-test/ShortCartPole-v0", "gymnasium.envs.classic_control:CartPoleEnv",
-                   max_episode_steps=12)  # fmt: skip
+gymnasium.register(
+    "canter-test/ShortCartPole-v0",
+    "gymnasium.envs.classic_control:CartPoleEnv",
+    max_episode_steps=12,
+)
 
 
 class DictObservation(gymnasium.Env):
@@ -45,8 +48,11 @@ def reference(env_id: str, key_words: np.ndarray, actions: np.ndarray) -> dict:
         rows["final"].append(obs)
         if terminated or truncated:
             obs, _ = env.reset()
-        for name, value in zip(("obs", "reward", "terminated", "truncated"),
-                               (obs, reward, terminated, truncated), strict=True):  # fmt: skip
+        for name, value in zip(
+            ("obs", "reward", "terminated", "truncated"),
+            (obs, reward, terminated, truncated),
+            strict=True,
+        ):
             rows[name].append(value)
     return {k: np.asarray(v) for k, v in rows.items()}
 
@@ -107,9 +113,16 @@ def test_refusals_name_the_problem(monkeypatch):
 
 
 SMALL = ppo.Config(
-    env="gymnasium:CartPole-v1", total_timesteps=4 * 16 * 8, num_envs=4, num_steps=16,
-    num_minibatches=2, update_epochs=2, eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
-)  # fmt: skip
+    env="gymnasium:CartPole-v1",
+    total_timesteps=4 * 16 * 8,
+    num_envs=4,
+    num_steps=16,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 16 * 2,
+    num_eval_envs=2,
+    num_seeds=2,
+)
 
 
 def test_ppo_runs_vmapped_seeds_and_the_same_seed_gives_the_same_numbers(tmp_path):
@@ -137,8 +150,13 @@ def test_host_simulators_are_not_stepped_by_an_interval_a_stop_may_discard(monke
 
     monkeypatch.setattr(runner, "Pending", Counted)
     seen = []
-    result = trainer.run(SMALL, ppo.make_train, algo="ppo", verbose=False,
-                         callbacks=[lambda interval: seen.append(list(started))])  # fmt: skip
+    result = trainer.run(
+        SMALL,
+        ppo.make_train,
+        algo="ppo",
+        verbose=False,
+        callbacks=[lambda interval: seen.append(list(started))],
+    )
     assert seen == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
     assert result.summary["complete"]
 
@@ -188,14 +206,26 @@ def test_cli_refuses_before_compiling_with_exit_2(repo_root):
         ),
     ]
     for args, needle in cases:
-        done = subprocess.run([sys.executable, str(repo_root / "algorithms" / "sac.py"), *args],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(repo_root / "algorithms" / "sac.py"), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 2 and needle in done.stderr, (args, done.stderr[-2000:])
         assert "Traceback" not in done.stderr
     done = subprocess.run(
-        [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--env",
-         "gymnasium:CartPole-v1", "--data-parallel"], capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(repo_root / "algorithms" / "ppo.py"),
+            "--env",
+            "gymnasium:CartPole-v1",
+            "--data-parallel",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "nothing to split" in done.stderr, done.stderr[-2000:]
 
 
@@ -211,9 +241,18 @@ def metrics_rows(path):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(repo_root, tmp_path):
-    args = ["--env", "gymnasium:CartPole-v1", "--total-timesteps", str(4 * 32 * 400),
-            "--num-steps", "32", "--eval-every", str(4 * 32 * 40),
-            "--num-eval-envs", "2"]  # fmt: skip
+    args = [
+        "--env",
+        "gymnasium:CartPole-v1",
+        "--total-timesteps",
+        str(4 * 32 * 400),
+        "--num-steps",
+        "32",
+        "--eval-every",
+        str(4 * 32 * 40),
+        "--num-eval-envs",
+        "2",
+    ]
     killed = tmp_path / "killed"
     victim = cli(repo_root, "ppo.py", *args, "--run-dir", str(killed), "--checkpoint-every", "1")
     kill_after_checkpoint(victim, killed, 2)
@@ -237,14 +276,28 @@ def test_sigkill_then_resume_restarts_host_episodes_and_continues_the_metrics(re
 def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path):
     from canter.algorithms import sac
 
-    config = sac.Config(env="gymnasium:Pendulum-v1", total_timesteps=300, learning_starts=100,
-                        eval_every=100, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
+    config = sac.Config(
+        env="gymnasium:Pendulum-v1",
+        total_timesteps=300,
+        learning_starts=100,
+        eval_every=100,
+        num_eval_envs=1,
+        num_seeds=2,
+        hidden_size=16,
+    )
     result = trainer.run(config, sac.make_train, algo="sac", verbose=False, run_dir=tmp_path / "r")
     assert np.isfinite(result.metrics["train"]["value_loss"][:, -1]).all()
     assert np.all(result.metrics["eval"]["episodic_length"] == 200)
     gif = tmp_path / "episode.gif"
-    command = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r"),
-               "--episodes", "1", "--gif", str(gif)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "evaluate.py"),
+        str(tmp_path / "r"),
+        "--episodes",
+        "1",
+        "--gif",
+        str(gif),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "over 200 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
@@ -255,8 +308,15 @@ def test_mujoco_halfcheetah_trains_and_repeats_its_numbers():
     pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
     from canter.algorithms import td3
 
-    config = td3.Config(env="gymnasium:HalfCheetah-v5", total_timesteps=400, learning_starts=200,
-                        eval_every=200, num_eval_envs=1, num_seeds=2, hidden_size=16)  # fmt: skip
+    config = td3.Config(
+        env="gymnasium:HalfCheetah-v5",
+        total_timesteps=400,
+        learning_starts=200,
+        eval_every=200,
+        num_eval_envs=1,
+        num_seeds=2,
+        hidden_size=16,
+    )
     first = trainer.run(config, td3.make_train, algo="td3", verbose=False)
     again = trainer.run(config, td3.make_train, algo="td3", verbose=False)
     for name, value in first.metrics["eval"].items():
@@ -286,8 +346,13 @@ print("done")
 
 def test_mujoco_envs_print_no_deprecation_and_leave_no_log_file(tmp_path):
     pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
-    done = subprocess.run([sys.executable, "-c", QUIET_MUJOCO], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_MUJOCO],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "deprecated" not in output and "settotalmass" not in output, output[-2000:]
@@ -300,12 +365,25 @@ def test_a_mujoco_gif_renders_offscreen_without_a_display(repo_root, tmp_path):
     pytest.importorskip("mujoco", reason="the mujoco extra: pip install -e '.[mujoco]'")
     from canter.algorithms import sac
 
-    config = sac.Config(env="gymnasium:HalfCheetah-v5", total_timesteps=200, learning_starts=100,
-                        eval_every=200, num_eval_envs=1, hidden_size=16)  # fmt: skip
+    config = sac.Config(
+        env="gymnasium:HalfCheetah-v5",
+        total_timesteps=200,
+        learning_starts=100,
+        eval_every=200,
+        num_eval_envs=1,
+        hidden_size=16,
+    )
     trainer.run(config, sac.make_train, algo="sac", verbose=False, run_dir=tmp_path / "r")
     gif = tmp_path / "cheetah.gif"
-    command = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r"),
-               "--episodes", "1", "--gif", str(gif)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "evaluate.py"),
+        str(tmp_path / "r"),
+        "--episodes",
+        "1",
+        "--gif",
+        str(gif),
+    ]
     headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     headless.pop("MUJOCO_GL", None)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=headless)

@@ -9,9 +9,14 @@ import pytest
 from canter.algorithms import dqn, ppo, sac, td3, trainer
 
 TINY = ppo.Config(
-    total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 8 * 2, num_eval_envs=2,
-)  # fmt: skip
+    total_timesteps=4 * 8 * 6,
+    num_envs=4,
+    num_steps=8,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 8 * 2,
+    num_eval_envs=2,
+)
 
 
 def counting(train: trainer.Train) -> tuple[trainer.Train, dict[str, int]]:

@@ -198,15 +198,33 @@ def test_preset_for_another_env_fails_before_compiling(repo_root):
 
 
 TINY = {
-    "ppo": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64,
-                eval_every=64),
-    "pqn": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1, total_timesteps=64,
-                eval_every=64),
-    "dqn": dict(
-        num_envs=2, train_frequency=2, buffer_size=64, batch_size=8, learning_starts=8,
-        target_network_frequency=8, total_timesteps=64, eval_every=4,
+    "ppo": dict(
+        num_envs=4,
+        num_steps=8,
+        num_minibatches=2,
+        update_epochs=1,
+        total_timesteps=64,
+        eval_every=64,
     ),
-}  # fmt: skip
+    "pqn": dict(
+        num_envs=4,
+        num_steps=8,
+        num_minibatches=2,
+        update_epochs=1,
+        total_timesteps=64,
+        eval_every=64,
+    ),
+    "dqn": dict(
+        num_envs=2,
+        train_frequency=2,
+        buffer_size=64,
+        batch_size=8,
+        learning_starts=8,
+        target_network_frequency=8,
+        total_timesteps=64,
+        eval_every=4,
+    ),
+}
 
 
 @pytest.mark.slow
@@ -238,8 +256,10 @@ def test_cli_minatar_preset_records_its_settings_and_renders(repo_root, tmp_path
     done = subprocess.run(
         [sys.executable, "algorithms/pqn.py", "--preset", "Breakout-MinAtar", *tiny]
         + ["--sticky-action-prob", "0.1", "--num-seeds", "2", "--run-dir", str(run_dir)],
-        cwd=repo_root, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["env"] == "Breakout-MinAtar" and saved["network"] == "cnn"

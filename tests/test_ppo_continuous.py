@@ -20,9 +20,14 @@ from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
-    total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 8 * 2, num_eval_envs=2,
-)  # fmt: skip
+    total_timesteps=4 * 8 * 6,
+    num_envs=4,
+    num_steps=8,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 8 * 2,
+    num_eval_envs=2,
+)
 
 # --- math
 
@@ -58,10 +63,16 @@ def test_running_stats_match_numpy_over_all_batches():
 
 def train_probe(env: str, steps: int = 60, **overrides):
     config = pc.Config(
-        env=env, total_timesteps=8 * 16 * steps, num_envs=8, num_steps=16, num_minibatches=4,
-        update_epochs=4, learning_rate=3e-3, eval_every=8 * 16 * (steps // 3),
+        env=env,
+        total_timesteps=8 * 16 * steps,
+        num_envs=8,
+        num_steps=16,
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=3e-3,
+        eval_every=8 * 16 * (steps // 3),
         **overrides,
-    )  # fmt: skip
+    )
     return jax.jit(pc.make_train(config))(jax.random.key(0))
 
 

@@ -31,9 +31,14 @@ def test_gae_matches_reference(seed):
     truncated = (rng.random(shape) < 0.1) & ~terminated
     assert terminated.any() and truncated.any()
     adv, ret = compute_gae(
-        jnp.array(rewards), jnp.array(values), jnp.array(next_values),
-        jnp.array(terminated), jnp.array(truncated), 0.97, 0.9,
-    )  # fmt: skip
+        jnp.array(rewards),
+        jnp.array(values),
+        jnp.array(next_values),
+        jnp.array(terminated),
+        jnp.array(truncated),
+        0.97,
+        0.9,
+    )
     adv_ref, ret_ref = gae_reference(rewards, values, next_values, terminated, truncated, 0.97, 0.9)
     np.testing.assert_allclose(adv, adv_ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ret, ret_ref, rtol=1e-5, atol=1e-5)

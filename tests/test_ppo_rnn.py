@@ -19,9 +19,15 @@ from tests.checks import assert_evaluates_and_renders
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
-    total_timesteps=4 * 16 * 6, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 16 * 2, num_eval_envs=2, hidden_size=16,
-)  # fmt: skip
+    total_timesteps=4 * 16 * 6,
+    num_envs=4,
+    num_steps=16,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 16 * 2,
+    num_eval_envs=2,
+    hidden_size=16,
+)
 
 
 # --- the reset convention
@@ -92,9 +98,16 @@ def test_replay_check_catches_a_broken_convention(monkeypatch, broken):
 
 def train_probe(env: str, gamma: float = 0.99, steps: int = 60):
     config = pr.Config(
-        env=env, total_timesteps=8 * 16 * steps, num_envs=8, num_steps=16, num_minibatches=2,
-        learning_rate=3e-3, gamma=gamma, eval_every=8 * 16 * (steps // 3), hidden_size=32,
-    )  # fmt: skip
+        env=env,
+        total_timesteps=8 * 16 * steps,
+        num_envs=8,
+        num_steps=16,
+        num_minibatches=2,
+        learning_rate=3e-3,
+        gamma=gamma,
+        eval_every=8 * 16 * (steps // 3),
+        hidden_size=32,
+    )
     return jax.jit(pr.make_train(config))(jax.random.key(0))
 
 
@@ -118,9 +131,13 @@ def test_memory_probe_is_solved_only_with_memory():
     assert float(metrics["train"]["episodic_return"][-1]) > 0.9
     # The feed-forward PPO cannot beat chance (0.5) on it.
     config = ppo.Config(
-        env="ProbeMemory", total_timesteps=8 * 16 * 90, num_envs=8, num_steps=16,
-        learning_rate=3e-3, eval_every=8 * 16 * 30,
-    )  # fmt: skip
+        env="ProbeMemory",
+        total_timesteps=8 * 16 * 90,
+        num_envs=8,
+        num_steps=16,
+        learning_rate=3e-3,
+        eval_every=8 * 16 * 30,
+    )
     _, ff_metrics = jax.jit(ppo.make_train(config))(jax.random.key(0))
     assert float(ff_metrics["train"]["episodic_return"][-1]) < 0.7
 

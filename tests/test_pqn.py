@@ -97,10 +97,20 @@ def test_td_loss():
 
 def train_probe(env: str, **overrides):
     config = pqn.Config(
-        env=env, total_timesteps=16 * 8 * 60, num_envs=16, num_steps=8, num_minibatches=2,
-        learning_rate=3e-3, anneal_lr=False, start_e=1.0, end_e=1.0, reward_scale=1.0,
-        eval_every=16 * 8 * 60, num_eval_envs=2, hidden_size=32,
-    )  # fmt: skip
+        env=env,
+        total_timesteps=16 * 8 * 60,
+        num_envs=16,
+        num_steps=8,
+        num_minibatches=2,
+        learning_rate=3e-3,
+        anneal_lr=False,
+        start_e=1.0,
+        end_e=1.0,
+        reward_scale=1.0,
+        eval_every=16 * 8 * 60,
+        num_eval_envs=2,
+        hidden_size=32,
+    )
     config = dataclasses.replace(config, **overrides)
     return jax.jit(pqn.make_train(config))(jax.random.key(0))
 
@@ -130,9 +140,15 @@ def test_probe_time_limit_is_not_a_termination():
 # --- invariants
 
 TINY = pqn.Config(
-    total_timesteps=4 * 8 * 6, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 8 * 2, num_eval_envs=2, hidden_size=16,
-)  # fmt: skip
+    total_timesteps=4 * 8 * 6,
+    num_envs=4,
+    num_steps=8,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 8 * 2,
+    num_eval_envs=2,
+    hidden_size=16,
+)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,14 @@ from canter.algorithms import ppo
 
 def train_probe(env: str, gamma: float = 0.99):
     config = ppo.Config(
-        env=env, total_timesteps=8 * 16 * 60, num_envs=8, num_steps=16,
-        learning_rate=3e-3, gamma=gamma, eval_every=8 * 16 * 20,
-    )  # fmt: skip
+        env=env,
+        total_timesteps=8 * 16 * 60,
+        num_envs=8,
+        num_steps=16,
+        learning_rate=3e-3,
+        gamma=gamma,
+        eval_every=8 * 16 * 20,
+    )
     state, metrics = jax.jit(ppo.make_train(config))(jax.random.key(0))
     return state, metrics
 

@@ -149,9 +149,13 @@ def test_readme_commands_run(index, tmp_path):
             # Not installed here (CI installs it): the script and the flags it is given exist.
             script = next(w for w in words if w.endswith(".py"))
             shown = subprocess.run(
-                [sys.executable, script, "--help"], cwd=cwd, env=environment(),
-                capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
+                [sys.executable, script, "--help"],
+                cwd=cwd,
+                env=environment(),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert shown.returncode == 0, shown.stderr
             for flag in (w for w in words if w.startswith("--")):
                 assert flag in shown.stdout, f"{command}: {flag} not in --help ({module} missing)"
@@ -173,9 +177,13 @@ def test_readme_commands_run(index, tmp_path):
 def test_readme_python_snippet_runs(tmp_path):
     (snippet,) = blocks("python")
     done = subprocess.run(
-        [sys.executable, "-c", snippet], cwd=tmp_path, env=environment(),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", snippet],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     finals = done.stdout.strip().splitlines()[0]
     assert finals.startswith("[") and len(finals.strip("[]").split()) == 8, done.stdout

@@ -20,9 +20,15 @@ from canter.common.run.health import finite
 
 # 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
 SMALL = ppo.Config(
-    total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
-)  # fmt: skip
+    total_timesteps=4 * 16 * 10,
+    num_envs=4,
+    num_steps=16,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 16 * 2,
+    num_eval_envs=2,
+    num_seeds=2,
+)
 # A learning rate that sends PPO's parameters to NaN within the first interval.
 EXPLODES = 1e30
 
@@ -44,9 +50,12 @@ def test_finite_ignores_nan_metrics_but_not_nan_state_or_inf():
 def test_a_diverged_sweep_point_is_named_and_the_others_are_untouched(tmp_path, capsys):
     config = dataclasses.replace(SMALL, learning_rate=2.5e-4)
     result = trainer.run(
-        config, ppo.make_train, algo="ppo", run_dir=tmp_path,
+        config,
+        ppo.make_train,
+        algo="ppo",
+        run_dir=tmp_path,
         sweep={"learning_rate": [2.5e-4, EXPLODES]},
-    )  # fmt: skip
+    )
     out = capsys.readouterr().out
     diverged = result.summary["diverged"]
     assert {d["seed"] for d in diverged} == {0, 1}
@@ -200,13 +209,24 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
 
 @pytest.mark.slow
 def test_debug_cli_says_what_it_turned_on(repo_root):
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), "--debug",
-               "--num-envs", "2", "--num-steps", "4"]  # fmt: skip
+    command = [
+        sys.executable,
+        str(repo_root / "algorithms" / "ppo.py"),
+        "--debug",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "4",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "jit off (jax_disable_jit)" in done.stdout and "[2/2]" in done.stdout
-    refused = subprocess.run(command + ["--sweep", "learning_rate=1e-3,1e-4"],
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    refused = subprocess.run(
+        command + ["--sweep", "learning_rate=1e-3,1e-4"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert refused.returncode == 2 and "--debug runs one configuration" in refused.stderr
 
 
@@ -226,8 +246,16 @@ def wait_for_rows(path, rows, process, timeout=600):
 
 
 # 40 intervals of 4 iterations: long enough to be signalled mid-run.
-LONG = ["--total-timesteps", str(512 * 160), "--eval-every", str(512 * 4), "--num-eval-envs", "2",
-        "--checkpoint-every", "1000"]  # fmt: skip
+LONG = [
+    "--total-timesteps",
+    str(512 * 160),
+    "--eval-every",
+    str(512 * 4),
+    "--num-eval-envs",
+    "2",
+    "--checkpoint-every",
+    "1000",
+]
 
 
 @pytest.mark.slow
@@ -261,8 +289,16 @@ def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(
 def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_root, tmp_path):
     cut = tmp_path / "cut"
     # Intervals of 2M env steps (seconds each), so the second signal lands inside one.
-    slow = ["--total-timesteps", str(512 * 40000), "--eval-every", str(512 * 4000),
-            "--num-eval-envs", "2", "--checkpoint-every", "1"]  # fmt: skip
+    slow = [
+        "--total-timesteps",
+        str(512 * 40000),
+        "--eval-every",
+        str(512 * 4000),
+        "--num-eval-envs",
+        "2",
+        "--checkpoint-every",
+        "1",
+    ]
     victim = cli(repo_root, *slow, "--run-dir", str(cut))
     wait_for_rows(cut / "seed_0" / "metrics.csv", 1, victim)
     while not (cut / "checkpoint.eqx").exists():
@@ -279,9 +315,22 @@ def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_ro
 
 
 def test_cli_exit_code_of_a_diverged_run(repo_root, tmp_path):
-    args = ["--total-timesteps", "1280", "--num-envs", "4", "--num-steps", "16",
-            "--eval-every", "128", "--num-eval-envs", "2", "--learning-rate", str(EXPLODES),
-            "--run-dir", str(tmp_path / "r")]  # fmt: skip
+    args = [
+        "--total-timesteps",
+        "1280",
+        "--num-envs",
+        "4",
+        "--num-steps",
+        "16",
+        "--eval-every",
+        "128",
+        "--num-eval-envs",
+        "2",
+        "--learning-rate",
+        str(EXPLODES),
+        "--run-dir",
+        str(tmp_path / "r"),
+    ]
     process = cli(repo_root, *args)
     out, err = process.communicate(timeout=600)
     assert process.returncode == EXIT_DIVERGED, err

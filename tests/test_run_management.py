@@ -18,9 +18,15 @@ from tests.checks import kill_after_checkpoint
 
 # 5 intervals of 2 iterations, 2 seeds: long enough to interrupt, short enough to compile once.
 SMALL = ppo.Config(
-    total_timesteps=4 * 16 * 10, num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-    eval_every=4 * 16 * 2, num_eval_envs=2, num_seeds=2,
-)  # fmt: skip
+    total_timesteps=4 * 16 * 10,
+    num_envs=4,
+    num_steps=16,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 16 * 2,
+    num_eval_envs=2,
+    num_seeds=2,
+)
 
 
 def run(config=SMALL, **kwargs):
@@ -172,8 +178,12 @@ def on_devices(repo_root, devices, run_dir, mode, script=DEVICE_SCRIPT):
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     done = subprocess.run(
         [sys.executable, "-c", script, str(devices), str(run_dir), mode],
-        capture_output=True, text=True, env=env, cwd=repo_root, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo_root,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -273,7 +283,7 @@ def two_processes(repo_root, run_dir):
             stderr=subprocess.PIPE,
             text=True,
             cwd=repo_root,
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     outputs = [worker.communicate(timeout=600) for worker in workers]
@@ -360,9 +370,14 @@ def test_cli_resume_with_changed_flag_and_static_sweep_fail_cleanly(repo_root, u
 def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
     gif = tmp_path / "episode.gif"
     command = [
-        sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(uninterrupted.run_dir),
-        "--episodes", "4", "--gif", str(gif),
-    ]  # fmt: skip
+        sys.executable,
+        str(repo_root / "algorithms" / "evaluate.py"),
+        str(uninterrupted.run_dir),
+        "--episodes",
+        "4",
+        "--gif",
+        str(gif),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "seed_1: mean return" in done.stdout and "mean over entries" in done.stdout

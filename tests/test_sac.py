@@ -65,10 +65,20 @@ def test_twin_critics_are_independent():
 
 def probe_config(env: str, **overrides) -> sac.Config:
     config = sac.Config(
-        env=env, total_timesteps=4 * 750, num_envs=4, train_frequency=4, buffer_size=3000,
-        batch_size=64, learning_starts=200, policy_lr=3e-3, q_lr=3e-3, tau=0.05, eval_every=4 * 750,
-        num_eval_envs=4, hidden_size=32,
-    )  # fmt: skip
+        env=env,
+        total_timesteps=4 * 750,
+        num_envs=4,
+        train_frequency=4,
+        buffer_size=3000,
+        batch_size=64,
+        learning_starts=200,
+        policy_lr=3e-3,
+        q_lr=3e-3,
+        tau=0.05,
+        eval_every=4 * 750,
+        num_eval_envs=4,
+        hidden_size=32,
+    )
     return dataclasses.replace(config, **overrides)
 
 
@@ -96,10 +106,17 @@ def test_probe_time_limit_is_not_a_termination():
 # On ProbeContinuousClock (observation time / 3, a 3-step limit), so the replay test can see
 # which observation was stored after a truncation.
 TINY = sac.Config(
-    env="ProbeContinuousClock", total_timesteps=2 * 60, num_envs=2, train_frequency=1,
-    buffer_size=128, batch_size=8,
-    learning_starts=40, eval_every=2 * 20, num_eval_envs=2, hidden_size=16,
-)  # fmt: skip
+    env="ProbeContinuousClock",
+    total_timesteps=2 * 60,
+    num_envs=2,
+    train_frequency=1,
+    buffer_size=128,
+    batch_size=8,
+    learning_starts=40,
+    eval_every=2 * 20,
+    num_eval_envs=2,
+    hidden_size=16,
+)
 
 
 @pytest.fixture(scope="module")

@@ -212,9 +212,12 @@ class GymnasiumEnv:
             jax.ShapeDtypeStruct((5,), jnp.int32),  # ended: terminated, truncated; slot,
         )  # generation; a life lost (Atari)
         pair, reward, out = jax.pure_callback(
-            functools.partial(self.pool.step, low=self._low, high=self._high), shapes, ids,
-            action, vmap_method="broadcast_all",
-        )  # fmt: skip
+            functools.partial(self.pool.step, low=self._low, high=self._high),
+            shapes,
+            ids,
+            action,
+            vmap_method="broadcast_all",
+        )
         obs, final = pair[0], pair[1]
         terminated, truncated = out[0].astype(bool), out[1].astype(bool)
         done = jnp.logical_or(terminated, truncated)
@@ -348,8 +351,11 @@ class HostPool:
             flags = np.stack(
                 [terminated, truncated, out_slots, np.full(n, self.generation), life_lost], -1
             )
-            return (pair.reshape(batch + pair.shape[1:]), reward.reshape(batch),
-                    flags.astype(np.int32).reshape(batch + (5,)))  # fmt: skip
+            return (
+                pair.reshape(batch + pair.shape[1:]),
+                reward.reshape(batch),
+                flags.astype(np.int32).reshape(batch + (5,)),
+            )
 
     def _evict(self) -> None:
         """Close the envs unused for longest once the pool holds over 4x the largest reset

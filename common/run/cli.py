@@ -112,12 +112,18 @@ def main(
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             made = new_run_dir(Path("runs") / run_name(config.env, algo, config.seed, stamp))
         result = run(
-            config, make_train, algo=algo, run_dir=options.resume or options.run_dir or made,
-            sweep=sweep, resume=options.resume is not None,
-            checkpoint_every=options.checkpoint_every, track=options.track,
-            stop_on_divergence=options.stop_on_divergence, data_parallel=options.data_parallel,
+            config,
+            make_train,
+            algo=algo,
+            run_dir=options.resume or options.run_dir or made,
+            sweep=sweep,
+            resume=options.resume is not None,
+            checkpoint_every=options.checkpoint_every,
+            track=options.track,
+            stop_on_divergence=options.stop_on_divergence,
+            data_parallel=options.data_parallel,
             overlap=options.overlap,
-        )  # fmt: skip
+        )
     except ConfigError as error:
         _remove_if_empty(made)
         print(f"error: {explain(error)}", file=sys.stderr)

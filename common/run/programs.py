@@ -91,9 +91,16 @@ def compile_programs(
         interval = interval_jit.lower(configs, state_shape, key_shape, index).compile()
     compile_s = time.perf_counter() - tic
     return Programs(
-        compiled_start, interval, configs, keys, state_shape, sharded, state_sharding, padded,
+        compiled_start,
+        interval,
+        configs,
+        keys,
+        state_shape,
+        sharded,
+        state_sharding,
+        padded,
         compile_s,
-    )  # fmt: skip
+    )
 
 
 def compile_claimed(

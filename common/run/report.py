@@ -76,10 +76,13 @@ def summarize(
                 "finite_seeds": int(ok.sum()),
             }
             for values, f, e, ok in zip(
-                batch.points, final.reshape(num_points, -1), final_eval.reshape(num_points, -1),
-                healthy, strict=True,
+                batch.points,
+                final.reshape(num_points, -1),
+                final_eval.reshape(num_points, -1),
+                healthy,
+                strict=True,
             )
-        ]  # fmt: skip
+        ]
     return {
         "env": batch.config.env,
         "algo": algo,
