@@ -70,9 +70,13 @@ def parser(doc: str) -> argparse.ArgumentParser:
 def spawn(script: str, impl: str, *args: object) -> dict:
     """`script --worker IMPL ARG...` in a fresh process; its measurement. `rejax` and
     `canter-1core` get JAX's default of one CPU device (canter's runner makes one per core,
-    common/run/devices.py); `canter-1core` is also pinned to one core (in `worker`)."""
+    common/run/devices.py); `canter-1core` is also pinned to one core (in `worker`). Compiles
+    are cold unless BENCH_COMPILE_CACHE names a directory: then the workers share JAX's
+    persistent cache there, and a program's second compile is a cache hit (benchmarks/gpu.sh
+    uses it to fit its time; run times are the same either way)."""
     command = [sys.executable, str(script), "--worker", impl, *map(str, args)]
-    env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    cache = os.environ.get("BENCH_COMPILE_CACHE")
+    env = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "true" if cache else "false"}
     if impl in ("rejax", "canter-1core"):
         env["JAX_NUM_CPU_DEVICES"] = "1"
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -88,7 +92,11 @@ def worker(measure: Callable[..., dict], args: Sequence[str]) -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     import jax
 
-    jax.config.update("jax_enable_compilation_cache", False)
+    cache = os.environ.get("BENCH_COMPILE_CACHE")
+    jax.config.update("jax_enable_compilation_cache", bool(cache))
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     values = [int(a) if a.isdigit() else a for a in args]
     print(json.dumps(measure(*values)))
 
@@ -225,11 +233,19 @@ def bootstrap_ci(values, statistic: Callable, samples: int = 2000, level: float 
 # --- canter against rejax over seed counts
 
 
-LABELS = {"canter": "canter (CLI runner)", "canter-pure": "canter (pure jit)",
-          "canter-dp": "canter (CLI, --data-parallel)",
-          "canter-1core": "canter (CLI, 1 device pinned to 1 core)", "rejax": "rejax"}  # fmt: skip
-SHORT = {"canter": "CLI", "canter-pure": "pure", "canter-dp": "data-parallel",
-         "canter-1core": "1 core"}  # fmt: skip
+LABELS = {
+    "canter": "canter (CLI runner)",
+    "canter-pure": "canter (pure jit)",
+    "canter-dp": "canter (CLI, --data-parallel)",
+    "canter-1core": "canter (CLI, 1 device pinned to 1 core)",
+    "rejax": "rejax",
+}
+SHORT = {
+    "canter": "CLI",
+    "canter-pure": "pure",
+    "canter-dp": "data-parallel",
+    "canter-1core": "1 core",
+}
 
 
 def impls(*canter: str, one_core: bool = False) -> tuple[str, ...]:

@@ -11,8 +11,11 @@ and metric files, after the metrics reach the host), work the overlap hides.
 
     python benchmarks/runner_overhead.py --repeats 3
     python benchmarks/runner_overhead.py --repeats 1 --iterations 4 --out /tmp/x   # a smoke run
+
+Writes benchmarks/results/runner_overhead.md and .json.
 """
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -36,8 +39,10 @@ def measure(impl: str, iterations: int, per_interval: int) -> dict:
     else:
         with tempfile.TemporaryDirectory() as scratch:
             overlap = impl == "runner"
-            result = trainer.run(config, ppo.make_train, algo="ppo", run_dir=Path(scratch) / "r",
-                                 overlap=overlap, verbose=True)  # fmt: skip
+            run_dir = Path(scratch) / "r"
+            result = trainer.run(
+                config, ppo.make_train, algo="ppo", run_dir=run_dir, overlap=overlap, verbose=True
+            )
             summary = result.summary
             timing = (summary["compile_s"], summary["run_s"], summary["eval_return"])
             host_s = summary["host_s"]
@@ -72,11 +77,18 @@ def table(iterations: int, results: dict[int, list[dict]]) -> str:
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument(
+        "--cadences",
+        type=int,
+        nargs="+",
+        default=CADENCES,
+        help="iterations per interval, one table row each",
+    )
     args = parser.parse_args()
     if args.worker:
         return harness.worker(measure, args.worker)
     results = {}
-    for per_interval in CADENCES:
+    for per_interval in args.cadences:
         per_interval = min(per_interval, args.iterations)
 
         def run(impl: str, per_interval: int = per_interval) -> dict:
@@ -87,6 +99,8 @@ def main() -> None:
         )
     text = table(args.iterations, results) + f"\n\nMachine: {harness.machine()}.\n"
     harness.write(args.out / "runner_overhead.md", text)
+    record = {"machine": harness.machine(), "iterations": args.iterations, "cadences": results}
+    harness.write(args.out / "runner_overhead.json", json.dumps(record, indent=1))
     print(text)
 
 

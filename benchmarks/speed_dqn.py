@@ -8,12 +8,20 @@ every 10 env steps, buffer 10,000 filled first, hard target copy every 500 env s
 speed_ppo.py's protocol: fresh processes taking turns, ratios within a round
 (benchmarks/harness.py). `--one-core` adds canter's CLI pinned to one core.
 
+`--minatar STEPS` instead measures canter's DQN MinAtar preset (Breakout-MinAtar; 1 env, an
+update of 32 per env step after 5,000 warm-up steps, the CNN) through the CLI runner for STEPS
+env steps, one seed, against random actions in one env (the environment's own ceiling): env
+steps/s per seed, the figure that says how long the preset's 1e7 steps take.
+
     pip install -e ".[bench]"
     python benchmarks/speed_dqn.py
+    python benchmarks/speed_dqn.py --minatar 50000 --repeats 2
 
-Writes benchmarks/results/speed_dqn.md and speed_dqn.json.
+Writes benchmarks/results/speed_dqn.md and speed_dqn.json (`--minatar`: speed_dqn-minatar.md
+and .json).
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -24,32 +32,91 @@ from benchmarks import harness, rejax_peer  # noqa: E402
 SCRIPT = __file__
 
 
-def canter_config(num_seeds: int = 1):
+STEPS = 500_000
+MINATAR_ENV = "Breakout-MinAtar"
+
+
+def canter_config(num_seeds: int = 1, steps: int = STEPS):
     from canter.algorithms import dqn
 
     # PureJaxRL's DQN CartPole config with rejax's fixed 64x64 network: 10 envs, one update of
-    # 128 every 10 env steps, buffer 10,000 filled first, target copied every 500 env steps.
+    # 128 every 10 env steps, buffer 10,000 filled first, target copied every 500 env steps
+    # (runs shorter than 5e5 steps keep these proportions: warm-up and evaluation at 2% and 5%).
+    short = {} if steps == STEPS else dict(learning_starts=steps // 50, eval_every=steps // 20)
     return dqn.Config(
-        num_seeds=num_seeds, hidden_sizes=(64, 64), num_eval_envs=harness.EVAL_EPISODES
+        num_seeds=num_seeds,
+        total_timesteps=steps,
+        hidden_sizes=(64, 64),
+        num_eval_envs=harness.EVAL_EPISODES,
+        **short,
     )
 
 
-def work(impl: str, num_seeds: int) -> dict:
-    """The worker: `--worker IMPL SEEDS`; `canter` (and `canter-1core`) through the CLI runner,
-    `canter-pure` and `rejax` as `jit(vmap(train))`."""
+def minatar_config(steps: int):
+    """canter's DQN MinAtar preset on Breakout for `steps` env steps, one evaluation at the end."""
     from canter.algorithms import dqn
 
-    config = canter_config()
+    preset = dqn.PRESETS[MINATAR_ENV]
+    warm_up = min(preset["learning_starts"], steps // 2)  # a tiny run still updates
+    overrides = dict(total_timesteps=steps, eval_every=steps, learning_starts=warm_up)
+    return dqn.Config(**{**preset, **overrides, "num_eval_envs": harness.EVAL_EPISODES})
+
+
+def work(impl: str, num_seeds: int, steps: int, minatar: str = "") -> dict:
+    """The worker: `--worker IMPL SEEDS STEPS [minatar]`; `canter` (and `canter-1core`) through
+    the CLI runner, `canter-pure` and `rejax` as `jit(vmap(train))`; with `minatar`, canter's
+    MinAtar preset (CLI runner) or random actions in one env (`random`)."""
+    from canter.algorithms import dqn
+
+    if minatar:
+        config = minatar_config(steps)
+        if impl == "canter":
+            timing = harness.timed_cli(config, dqn.make_train, "dqn")
+        else:
+            timing = harness.timed_jit(*harness.random_policy(MINATAR_ENV, 1, 1, steps), 1)
+        sizes = dict(num_envs=1, num_steps=1, iterations=steps)
+        fields = dict(impl=impl, algo="dqn-minatar", num_seeds=1, **sizes)
+        return harness.record(timing, steps, **fields)
+    config = canter_config(1, steps)
     if impl in ("canter", "canter-1core"):
-        timing = harness.timed_cli(canter_config(num_seeds), dqn.make_train, "dqn")
+        timing = harness.timed_cli(canter_config(num_seeds, steps), dqn.make_train, "dqn")
     elif impl == "canter-pure":
         timing = harness.timed_jit(dqn.make_train(config), harness.canter_final_return, num_seeds)
     else:
         timing = harness.timed_jit(*rejax_peer.dqn(config), num_seeds)
-    sizes = dict(num_envs=config.num_envs, num_steps=1,
-                 iterations=config.total_timesteps // config.num_envs)  # fmt: skip
+    iterations = config.total_timesteps // config.num_envs
+    sizes = dict(num_envs=config.num_envs, num_steps=1, iterations=iterations)
     fields = dict(impl=impl, algo="dqn", num_seeds=num_seeds, **sizes)
     return harness.record(timing, num_seeds * config.total_timesteps, **fields)
+
+
+def minatar(repeats: int, steps: int) -> str:
+    """canter's DQN MinAtar preset against random actions in one env: env steps/s, one seed."""
+    pair = ("canter", "random")
+    rows = harness.rounds(
+        repeats,
+        pair,
+        lambda impl: harness.spawn(SCRIPT, impl, 1, steps, "minatar"),
+        lambda r: f"{r['steps_per_s']:,.0f} steps/s",
+    )
+    speed = harness.median(rows, "canter", "steps_per_s")
+    lines = [
+        f"DQN MinAtar preset on {MINATAR_ENV}, {steps:,} env steps, 1 seed (CLI runner).",
+        "",
+        "| measure | canter DQN (CLI runner) | random policy, 1 env | DQN / random: median "
+        "(per round) |",
+        "|---|---:|---:|---|",
+    ]
+    ratio = harness.ratio_cell(harness.ratios(rows, "canter", "random", "steps_per_s"), 3)
+    for field, label, fmt, cell in (
+        ("steps_per_s", "env steps/s", "{:,.0f}", ratio),
+        ("compile_s", "compile time (s)", "{:.2f}", ""),
+    ):
+        cells = [fmt.format(harness.median(rows, i, field)) for i in pair]
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {cell} |")
+    hours = 1e7 / speed / 3600
+    lines += ["", f"At {speed:,.0f} env steps/s the preset's 1e7 env steps take {hours:.2f} h."]
+    return "\n".join(lines), rows
 
 
 def main() -> None:
@@ -58,13 +125,23 @@ def main() -> None:
     parser.add_argument(
         "--one-core", action="store_true", help="also canter's CLI pinned to one core (the bound)"
     )
+    parser.add_argument("--steps", type=int, default=STEPS, help="CartPole env steps per seed")
+    parser.add_argument("--minatar", type=int, metavar="STEPS", help="the MinAtar preset instead")
     args = parser.parse_args()
     if args.worker:
         return harness.worker(work, args.worker)
 
+    if args.minatar:
+        print(f"DQN MinAtar against the random-policy ceiling, {harness.machine()}", flush=True)
+        table, rows = minatar(args.repeats, args.minatar)
+        text = f"{table}\n\nMachine: {harness.machine()}.\n"
+        harness.write(args.out / "speed_dqn-minatar.md", text)
+        record = {"machine": harness.machine(), "rounds": rows}
+        harness.write(args.out / "speed_dqn-minatar.json", json.dumps(record, indent=1))
+        return print(text)
     impls = harness.impls("canter", "canter-pure", one_core=args.one_core)
     print(f"head to head, {harness.machine()}", flush=True)
-    rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls)
+    rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls, (args.steps,))
     harness.report(args.out, "speed_dqn", rows, impls)
 
 

@@ -12,6 +12,9 @@ one core, the bound of any multi-device speed-up on a 2-core machine.
 the CLI runner, one seed, against random actions in the same 128 envs (`jit` of a scan of
 vmapped steps): the environment's own ceiling.
 
+`--ppo-iterations` and `--pqn-iterations` change the sizes (benchmarks/gpu.sh runs PPO for 100
+iterations, 819,200 env steps per seed).
+
     pip install -e ".[bench]"
     python benchmarks/speed_minatar.py --algo ppo --repeats 2
     python benchmarks/speed_minatar.py --algo pqn --repeats 2
@@ -22,6 +25,7 @@ Writes benchmarks/results/speed_ppo-minatar.md and .json (`--algo ppo`) and
 speed_pqn-minatar.md (`--algo pqn`).
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -30,65 +34,71 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` fro
 from benchmarks import harness, speed_ppo  # noqa: E402
 
 SCRIPT = __file__
+# gymnax-blines' MinAtar PPO config, which both sides run (20 iterations unless told otherwise)
 PPO_SETUP = dict(
-    env="Breakout-MinAtar", num_envs=64, num_steps=128, iterations=20, minibatches=8,
-    learning_rate=5e-4, anneal_lr=False, gamma=0.999, activation="relu", hidden=256,
-)  # fmt: skip
+    env="Breakout-MinAtar",
+    num_envs=64,
+    num_steps=128,
+    iterations=20,
+    minibatches=8,
+    learning_rate=5e-4,
+    anneal_lr=False,
+    gamma=0.999,
+    activation="relu",
+    hidden=256,
+)
 PQN_ITERATIONS, PQN_ENVS, PQN_STEPS = 50, 128, 32  # the preset's 128 envs x 32 steps
 
 
-def pqn_config(num_seeds: int = 1):
+def pqn_config(num_seeds: int = 1, iterations: int = PQN_ITERATIONS):
     from canter.algorithms import pqn
 
-    preset = pqn.PRESETS["Breakout-MinAtar"]
-    steps = PQN_ITERATIONS * PQN_ENVS * PQN_STEPS
-    return pqn.Config(**{
-        **preset, "total_timesteps": steps, "num_seeds": num_seeds,
-        "eval_every": steps, "num_eval_envs": harness.EVAL_EPISODES,
-    })  # fmt: skip
+    steps = iterations * PQN_ENVS * PQN_STEPS
+    overrides = dict(total_timesteps=steps, eval_every=steps, num_eval_envs=harness.EVAL_EPISODES)
+    return pqn.Config(**{**pqn.PRESETS["Breakout-MinAtar"], **overrides, "num_seeds": num_seeds})
 
 
-def work(impl: str, num_seeds: int, algo: str) -> dict:
-    """The worker: `--worker IMPL SEEDS ALGO`; `ppo` is speed_ppo.py's measurement of
-    PPO_SETUP, `pqn` runs canter's PQN (CLI runner) or random actions (`random`)."""
+def work(impl: str, num_seeds: int, algo: str, iterations: int) -> dict:
+    """The worker: `--worker IMPL SEEDS ALGO ITERATIONS`; `ppo` is speed_ppo.py's measurement
+    of PPO_SETUP, `pqn` runs canter's PQN (CLI runner) or random actions (`random`)."""
     if algo == "ppo":
-        return speed_ppo.measure(impl, PPO_SETUP, num_seeds, "ppo-minatar")
-    sizes = dict(num_envs=PQN_ENVS, num_steps=PQN_STEPS, iterations=PQN_ITERATIONS)
+        setup = dict(PPO_SETUP, iterations=iterations)
+        return speed_ppo.measure(impl, setup, num_seeds, "ppo-minatar")
+    sizes = dict(num_envs=PQN_ENVS, num_steps=PQN_STEPS, iterations=iterations)
     if impl == "canter":
         from canter.algorithms import pqn
 
-        config = pqn_config(num_seeds)
+        config = pqn_config(num_seeds, iterations)
         timing = harness.timed_cli(config, pqn.make_train, "pqn")
-        env_steps = num_seeds * config.total_timesteps
     else:
         train = harness.random_policy("Breakout-MinAtar", *sizes.values())
         timing = harness.timed_jit(*train, num_seeds)
-        env_steps = num_seeds * PQN_ITERATIONS * PQN_ENVS * PQN_STEPS
+    env_steps = num_seeds * iterations * PQN_ENVS * PQN_STEPS
     fields = dict(impl=impl, algo="pqn-minatar", num_seeds=num_seeds, **sizes)
     return harness.record(timing, env_steps, **fields)
 
 
-def ceiling(repeats: int) -> str:
+def ceiling(repeats: int, iterations: int) -> str:
     """PQN's MinAtar preset against random actions in the same 128 Breakout envs, one seed."""
     pair = ("canter", "random")
     rows = harness.rounds(
         repeats,
         pair,
-        lambda impl: harness.spawn(SCRIPT, impl, 1, "pqn"),
+        lambda impl: harness.spawn(SCRIPT, impl, 1, "pqn", iterations),
         lambda r: f"{r['steps_per_s']:,.0f} steps/s",
     )
     lines = [
         "| measure | canter PQN (CLI runner) | random policy | PQN / random: median (per round) |",
         "|---|---:|---:|---|",
     ]
-    for field, label, fmt in (("steps_per_s", "env steps/s", "{:,.0f}"),
-                              ("compile_s", "compile time (s)", "{:.2f}")):  # fmt: skip
+    speed = harness.ratios(rows, "canter", "random", "steps_per_s")
+    for field, label, fmt, ratio in (
+        ("steps_per_s", "env steps/s", "{:,.0f}", harness.ratio_cell(speed, digits=3)),
+        ("compile_s", "compile time (s)", "{:.2f}", ""),
+    ):
         cells = [fmt.format(harness.median(rows, i, field)) for i in pair]
-        ratio = "" if field != "steps_per_s" else (
-            harness.ratio_cell(harness.ratios(rows, "canter", "random", field), digits=3)
-        )  # fmt: skip
         lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
-    return "\n".join(lines)
+    return "\n".join(lines), rows
 
 
 def main() -> None:
@@ -98,6 +108,8 @@ def main() -> None:
     parser.add_argument(
         "--one-core", action="store_true", help="PPO: also canter's CLI pinned to one core"
     )
+    parser.add_argument("--ppo-iterations", type=int, default=PPO_SETUP["iterations"])
+    parser.add_argument("--pqn-iterations", type=int, default=PQN_ITERATIONS)
     args = parser.parse_args()
     if args.worker:
         return harness.worker(work, args.worker)
@@ -105,14 +117,16 @@ def main() -> None:
     if "ppo" in args.algo:
         impls = harness.impls("canter", "canter-pure", one_core=args.one_core)
         print(f"head to head, {harness.machine()}", flush=True)
-        rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls, ("ppo",))
+        sizes = ("ppo", args.ppo_iterations)
+        rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls, sizes)
         harness.report(args.out, "speed_ppo-minatar", rows, impls)
     if "pqn" in args.algo:
         print(f"PQN against the random-policy ceiling, {harness.machine()}", flush=True)
-        table = ceiling(args.repeats)
-        harness.write(
-            args.out / "speed_pqn-minatar.md", f"{table}\n\nMachine: {harness.machine()}.\n"
-        )
+        table, rows = ceiling(args.repeats, args.pqn_iterations)
+        text = f"{table}\n\nMachine: {harness.machine()}.\n"
+        harness.write(args.out / "speed_pqn-minatar.md", text)
+        record = {"machine": harness.machine(), "rounds": rows}
+        harness.write(args.out / "speed_pqn-minatar.json", json.dumps(record, indent=1))
         print(table)
 
 

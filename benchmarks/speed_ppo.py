@@ -39,9 +39,17 @@ SCRIPT = __file__
 EVAL_EVERY = 50  # iterations (or every iteration of a shorter run)
 # PureJaxRL's CartPole config, which both sides run; speed_dp.py and speed_minatar.py run others.
 CARTPOLE = dict(
-    env="CartPole-v1", num_envs=4, num_steps=128, iterations=1000, minibatches=4,
-    learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, activation="tanh", hidden=64,
-)  # fmt: skip
+    env="CartPole-v1",
+    num_envs=4,
+    num_steps=128,
+    iterations=1000,
+    minibatches=4,
+    learning_rate=2.5e-4,
+    anneal_lr=True,
+    gamma=0.99,
+    activation="tanh",
+    hidden=64,
+)
 
 
 def canter_config(setup: dict, num_seeds: int = 1):
@@ -162,6 +170,7 @@ def main() -> None:
     parser.add_argument(
         "--one-core", action="store_true", help="also canter's CLI pinned to one core (the bound)"
     )
+    parser.add_argument("--iterations", type=int, default=CARTPOLE["iterations"])
     parser.add_argument("--scaling", action="store_true", help="also the throughput sweeps")
     parser.add_argument("--scaling-steps", type=int, default=131_072, help="env steps per point")
     parser.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64, 256, 1024])
@@ -171,7 +180,7 @@ def main() -> None:
         return harness.worker(work, args.worker)
 
     impls = harness.impls("canter", "canter-pure", one_core=args.one_core)
-    sizes = (CARTPOLE["num_envs"], CARTPOLE["num_steps"], CARTPOLE["iterations"])
+    sizes = (CARTPOLE["num_envs"], CARTPOLE["num_steps"], args.iterations)
     print(f"head to head, {harness.machine()}", flush=True)
     rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls, sizes)
     harness.report(args.out, "speed", rows, impls)

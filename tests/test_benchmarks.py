@@ -83,8 +83,11 @@ def test_speed_worker_measures_canter_updates_alone(repo_root):
     args = ["--worker", "canter-updates", "td3", "1", "1500"]
     done = subprocess.run(
         [sys.executable, "benchmarks/speed_mujoco.py", *args],
-        capture_output=True, text=True, cwd=repo_root, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["env_steps"] == 1500 and result["preset_learning_starts"] == 25_000
@@ -122,8 +125,13 @@ def test_speed_table_with_the_one_core_bound(monkeypatch, tmp_path):
 
     def spawn(script, impl, num_seeds, *args):
         spawned.append((script, impl, num_seeds, args))
-        return dict(compile_s=1.0, run_s=run_s[impl], steps_per_s=1.0 / run_s[impl],
-                    peak_rss_mb=100.0, final_returns=[500.0])  # fmt: skip
+        return dict(
+            compile_s=1.0,
+            run_s=run_s[impl],
+            steps_per_s=1.0 / run_s[impl],
+            peak_rss_mb=100.0,
+            final_returns=[500.0],
+        )
 
     monkeypatch.setattr(harness, "spawn", spawn)
     rows = harness.head_to_head(speed_dp.SCRIPT, 2, [1], impls)
@@ -167,14 +175,18 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
     assert timed.pop() == ("jit", 4, 2)  # evaluated at the end of a 4-iteration run
     assert ppo["steps_per_s"] == 2 * 4 * 16 * 4 / 2.0 and ppo["final_returns"] == [5.0, 5.0]
     assert ppo["num_envs"] == 4 and ppo["num_steps"] == 16 and ppo["iterations"] == 4
-    dqn = speed_dqn.work("canter", 8)
+    dqn = speed_dqn.work("canter", 8, 500_000)
     assert timed.pop() == ("cli", "dqn", 8, False) and dqn["steps_per_s"] == 8 * 500_000 / 2.0
-    speed_dqn.work("rejax", 8)
+    speed_dqn.work("rejax", 8, 500_000)
     assert timed.pop() == ("jit", 1, 8)  # one seed's config, vmapped over 8 keys
-    pqn = speed_minatar.work("canter", 1, "pqn")
+    pqn = speed_minatar.work("canter", 1, "pqn", 50)
     assert timed.pop() == ("cli", "pqn", 1, False) and pqn["algo"] == "pqn-minatar"
-    ceiling = speed_minatar.work("random", 1, "pqn")
+    ceiling = speed_minatar.work("random", 1, "pqn", 50)
     assert timed.pop()[0] == "jit" and ceiling["steps_per_s"] == pqn["steps_per_s"]
+    dqn_minatar = speed_dqn.work("canter", 1, 30_000, "minatar")
+    assert timed.pop() == ("cli", "dqn", 1, False) and dqn_minatar["steps_per_s"] == 15_000
+    dqn_ceiling = speed_dqn.work("random", 1, 30_000, "minatar")
+    assert timed.pop()[0] == "jit" and dqn_ceiling["algo"] == "dqn-minatar"
 
 
 @pytest.mark.parametrize("script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco"])
@@ -219,8 +231,13 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
 
     out, results = tmp_path / "peer", tmp_path / "results"
     for seed, curve in ((0, [0.0, 1000.0]), (1, [0.0, 3000.0])):
-        result = dict(algo="td3", env="Hopper-v5", env_steps=20_000, seed=seed,
-                      curve=[{"eval_return": r} for r in curve])  # fmt: skip
+        result = dict(
+            algo="td3",
+            env="Hopper-v5",
+            env_steps=20_000,
+            seed=seed,
+            curve=[{"eval_return": r} for r in curve],
+        )
         peer_returns.write_json(out / f"sbx_td3__Hopper-v5__seed{seed}.json", result)
     peer_returns.write_json(
         out / "sbx_sac__Hopper-v5__seed0.json",
@@ -293,8 +310,16 @@ def test_td3_variants_change_only_what_they_name():
 
 @pytest.mark.slow  # nine fresh processes that compile PPO: about 2 minutes
 def test_runner_overhead_runs_end_to_end_at_a_tiny_size(repo_root, tmp_path):
-    command = [sys.executable, "benchmarks/runner_overhead.py", "--repeats", "1",
-               "--iterations", "4", "--out", str(tmp_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "benchmarks/runner_overhead.py",
+        "--repeats",
+        "1",
+        "--iterations",
+        "4",
+        "--out",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = (tmp_path / "runner_overhead.md").read_text().splitlines()

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The GPU rows of docs/speed.md: every head-to-head of issue 27 on one GPU, in about 8 minutes.
+#
+# Runs, each as fresh processes taking turns (benchmarks/harness.py), in this order (the names
+# are what --only takes):
+#   1. ppo-minatar: PPO Breakout-MinAtar, gymnax-blines config, 100 iterations (819,200 env steps per seed):
+#      canter's CLI runner and pure jit against rejax, 1 and 16 seeds  (speed_minatar.py)
+#   2. ppo-cartpole: PPO CartPole-v1, PureJaxRL config, 1000 iterations (512,000 env steps), 1 and 64 seeds
+#      (speed_ppo.py)
+#   3. dqn-minatar: DQN MinAtar preset, Breakout, 30,000 env steps, against random actions in one env
+#      (speed_dqn.py --minatar)
+#   4. dqn-cartpole: DQN CartPole-v1, PureJaxRL config, 500,000 env steps, 1 seed  (speed_dqn.py)
+#   5. pqn-minatar: PQN MinAtar preset, Breakout, 50 iterations, against random actions  (speed_minatar.py)
+#   6. runner: the runner's cost at the default interval: PPO CartPole, 1000 iterations, the CLI runner
+#      with and without overlap against the pure program  (runner_overhead.py)
+# then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
+# rounds each. A step that would start after GPU_BUDGET_S seconds (default 420) is skipped and
+# named in skipped.txt: run it later with --only (results of earlier steps stay in the
+# directory). On an H100 a fresh process costs 5-8 s before it compiles and a cold compile of
+# PPO MinAtar 15-20 s, so the workers share a persistent compilation cache (a temporary
+# directory; BENCH_COMPILE_CACHE=DIR names another): compile times after a program's first
+# round are cache hits. Run times are unaffected.
+#
+# It installs nothing: it needs a CUDA build of jax (0.10 or 0.11) and the packages listed in
+# benchmarks/requirements-gpu.txt (canter's own dependencies and rejax), installed ahead of time.
+# canter itself need not be installed: the checkout is put on the path when it is not.
+#
+#   bash benchmarks/gpu.sh                          # writes benchmarks/results/gpu/
+#   bash benchmarks/gpu.sh --out DIR
+#   bash benchmarks/gpu.sh --only dqn-minatar pqn-minatar
+#   bash benchmarks/gpu.sh --tiny --out /tmp/gpu    # every step at tiny sizes, on any device
+#
+# Then, with the GPU's results in the checkout: python benchmarks/render_docs.py
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=benchmarks/results/gpu
+tiny=0
+only=""
+steps="ppo-minatar ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner"
+usage="usage: bash benchmarks/gpu.sh [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
+while (($#)); do
+    case "$1" in
+        --tiny) tiny=1 ;;
+        --out) out="$2"; shift ;;
+        --only)
+            while (($# > 1)) && [[ "$2" != --* ]]; do
+                [[ " $steps " == *" $2 "* ]] || { echo "gpu.sh: no step '$2'; $usage" >&2; exit 2; }
+                only="$only $2"
+                shift
+            done ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
+budget=${GPU_BUDGET_S:-420}
+python=${PYTHON:-python}
+
+if ! "$python" -c "import canter.algorithms" 2>/dev/null; then
+    shim=$(mktemp -d)
+    mkdir "$shim/canter"
+    ln -s "$PWD/algorithms" "$shim/canter/algorithms"
+    ln -s "$PWD/common" "$shim/canter/common"
+    export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
+fi
+"$python" - "$tiny" <<'EOF'
+import importlib.util
+import sys
+
+missing = [name for name in ("gymnax", "distrax", "tyro", "rejax", "equinox", "optax")
+           if importlib.util.find_spec(name) is None]
+if missing:
+    sys.exit(f"gpu.sh: missing {', '.join(missing)}: install benchmarks/requirements-gpu.txt")
+import jax
+
+device = jax.devices()[0]
+if device.platform != "gpu" and sys.argv[1] != "1":
+    sys.exit(f"gpu.sh: jax sees no GPU (its first device is {device}); --tiny runs anywhere")
+print(f"gpu.sh: jax {jax.__version__} on {device.device_kind}", flush=True)
+EOF
+
+if ((tiny)); then
+    repeats=1 ppo_seeds="1 2" minatar_iterations=2 cartpole_seeds="1 2" cartpole_iterations=4
+    dqn_minatar_steps=400 dqn_steps=2000 pqn_iterations=2 runner_iterations=4 runner_cadence=2
+else
+    repeats=2 ppo_seeds="1 16" minatar_iterations=100 cartpole_seeds="1 64" cartpole_iterations=1000
+    dqn_minatar_steps=30000 dqn_steps=500000 pqn_iterations=50 runner_iterations=1000
+    runner_cadence=50
+fi
+mkdir -p "$out"
+rm -f "$out/skipped.txt"
+if [[ -z "${BENCH_COMPILE_CACHE:-}" ]]; then
+    BENCH_COMPILE_CACHE=$(mktemp -d)
+    export BENCH_COMPILE_CACHE
+fi
+
+step() {  # step NAME COMMAND...: run it unless --only leaves it out or the budget is spent
+    local name=$1
+    shift
+    if [[ -n "$only" && " $only " != *" $name "* ]]; then
+        return
+    fi
+    if ((SECONDS > budget)); then
+        echo "$name: skipped, ${SECONDS} s in, past the ${budget} s budget" | tee -a "$out/skipped.txt"
+        return
+    fi
+    local start=$SECONDS
+    echo "== $name" >&2
+    "$python" "$@" --out "$out" --repeats "$repeats"
+    echo "== $name: $((SECONDS - start)) s" >&2
+}
+
+# shellcheck disable=SC2086  # the seed lists split into words on purpose
+step ppo-minatar benchmarks/speed_minatar.py --algo ppo --seeds $ppo_seeds \
+    --ppo-iterations "$minatar_iterations"
+# shellcheck disable=SC2086
+step ppo-cartpole benchmarks/speed_ppo.py --seeds $cartpole_seeds \
+    --iterations "$cartpole_iterations"
+step dqn-minatar benchmarks/speed_dqn.py --minatar "$dqn_minatar_steps"
+step dqn-cartpole benchmarks/speed_dqn.py --seeds 1 --steps "$dqn_steps"
+step pqn-minatar benchmarks/speed_minatar.py --algo pqn --pqn-iterations "$pqn_iterations"
+step runner benchmarks/runner_overhead.py --iterations "$runner_iterations" \
+    --cadences "$runner_cadence"
+"$python" benchmarks/gpu_summary.py "$out"
+echo "gpu.sh: done in ${SECONDS} s, results in $out" >&2

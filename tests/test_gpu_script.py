@@ -1,0 +1,87 @@
+"""benchmarks/gpu.sh, the script of the GPU rows: its summary table and a tiny run on the CPU."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import gpu_summary
+
+
+def _measurement(impl: str, run_s: float, **sizes) -> dict:
+    return {"impl": impl, "run_s": run_s, "steps_per_s": 1000.0 / run_s, **sizes}
+
+
+def test_summary_takes_ratios_within_rounds_and_leaves_out_what_did_not_run(tmp_path):
+    """CLI / pure is taken per round from the two canter runs of that round; a work whose file
+    is missing has no row; the ceiling row reads env steps/s against the random policy."""
+    sizes = dict(num_envs=64, num_steps=128, iterations=100)
+    rounds = [
+        {
+            "canter": _measurement("canter", 3.0, **sizes),
+            "canter-pure": _measurement("canter-pure", 2.0, **sizes),
+            "rejax": _measurement("rejax", 4.0, **sizes),
+        },
+        {
+            "canter": _measurement("canter", 2.5, **sizes),
+            "canter-pure": _measurement("canter-pure", 2.5, **sizes),
+            "rejax": _measurement("rejax", 5.0, **sizes),
+        },
+    ]
+    machine = "1 NVIDIA H100 80GB HBM3 (gpu), jax 0.11.2"
+    record = {"machine": machine, "rows": {"16": {"rounds": rounds}}}
+    (tmp_path / "speed_ppo-minatar.json").write_text(json.dumps(record))
+    dqn = {"num_envs": 1, "num_steps": 1, "iterations": 30_000}
+    ceiling = [
+        {"canter": {**dqn, "steps_per_s": 6000.0}, "random": {**dqn, "steps_per_s": 60000.0}}
+    ]
+    (tmp_path / "speed_dqn-minatar.json").write_text(json.dumps({"rounds": ceiling}))
+
+    lines = gpu_summary.summary(tmp_path).splitlines()
+    row = next(line for line in lines if line.startswith("| PPO Breakout-MinAtar"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[0] == "PPO Breakout-MinAtar, gymnax-blines config, 819,200 env steps"
+    pure, cli, cli_over_pure = "0.50 (0.50, 0.50)", "0.62 (0.75, 0.50)", "1.25 (1.50, 1.00)"
+    assert cells[1:] == ["16", pure, cli, cli_over_pure, "4.50", "2"]
+    assert not any(line.startswith("| PPO CartPole") for line in lines)
+    dqn_row = next(line for line in lines if line.startswith("| DQN MinAtar"))
+    assert "| 6,000 | 60,000 | 0.100 (0.100) | 1 |" in dqn_row
+    assert lines[-1].startswith(f"Machine: {machine}.")
+
+
+def test_script_refuses_an_unknown_step_before_running_anything(repo_root):
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu.sh", "--only", "ppo-atari"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "no step 'ppo-atari'" in done.stderr and "dqn-minatar" in done.stderr
+
+
+@pytest.mark.slow  # about 25 fresh processes that compile: 3 minutes on 2 cores
+def test_tiny_run_writes_every_table_on_the_cpu(repo_root, tmp_path):
+    """`gpu.sh --tiny` runs every step at tiny sizes on whatever device JAX has and writes each
+    step's results and the summary, with a row for every work it ran."""
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu.sh", "--tiny", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=900,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = {p.name for p in tmp_path.iterdir()}
+    steps = ("speed_ppo-minatar", "speed", "speed_dqn", "speed_dqn-minatar", "speed_pqn-minatar")
+    for name in (*steps, "runner_overhead"):
+        assert {f"{name}.md", f"{name}.json"} <= written, (name, written)
+    summary = (tmp_path / "summary.md").read_text()
+    works = ("PPO Breakout-MinAtar", "PPO CartPole-v1", "DQN CartPole-v1", "DQN MinAtar", "PQN")
+    for work in works:
+        assert f"| {work}" in summary, work
+    assert "skipped.txt" not in written
