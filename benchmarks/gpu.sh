@@ -13,6 +13,9 @@
 #   5. pqn-minatar: PQN MinAtar preset, Breakout, 50 iterations, against random actions  (speed_minatar.py)
 #   6. runner: the runner's cost at the default interval: PPO CartPole, 1000 iterations, the CLI runner
 #      with and without overlap against the pure program  (runner_overhead.py)
+#   then runner-split (second, after ppo-minatar): where the runner's extra time goes, PPO
+#      MinAtar, 100 iterations, in one process: the pure program, the runner's two programs in
+#      a plain loop, the runner (runner_split.py; three rounds, whatever --repeats)
 # then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
 # rounds each. A step that would start after GPU_BUDGET_S seconds (default 420) is skipped and
 # named in skipped.txt: run it later with --only (results of earlier steps stay in the
@@ -37,7 +40,7 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="ppo-minatar ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner"
+steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner"
 usage="usage: bash benchmarks/gpu.sh [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
 while (($#)); do
     case "$1" in
@@ -106,13 +109,15 @@ step() {  # step NAME COMMAND...: run it unless --only leaves it out or the budg
     fi
     local start=$SECONDS
     echo "== $name" >&2
-    "$python" "$@" --out "$out" --repeats "$repeats"
+    "$python" "$@" --out "$out" --repeats "${STEP_REPEATS:-$repeats}"
     echo "== $name: $((SECONDS - start)) s" >&2
 }
 
 # shellcheck disable=SC2086  # the seed lists split into words on purpose
 step ppo-minatar benchmarks/speed_minatar.py --algo ppo --seeds $ppo_seeds \
     --ppo-iterations "$minatar_iterations"
+STEP_REPEATS=3 step runner-split benchmarks/runner_split.py --setup minatar \
+    --iterations "$minatar_iterations"
 # shellcheck disable=SC2086
 step ppo-cartpole benchmarks/speed_ppo.py --seeds $cartpole_seeds \
     --iterations "$cartpole_iterations"
