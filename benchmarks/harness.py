@@ -230,6 +230,30 @@ def bootstrap_ci(values, statistic: Callable, samples: int = 2000, level: float 
     return float(low), float(high)
 
 
+def ceiling(
+    out: Path, name: str, repeats: int, run: Callable[[str], dict], heads: tuple[str, str, str]
+) -> tuple[list[dict], list[str]]:
+    """`repeats` rounds of canter (`run("canter")`) against random actions in the same envs
+    (`run("random")`), written as `<out>/<name>.json`; (the rounds, the table's lines: env
+    steps/s with canter / random per round, compile time). `heads`: the two columns' names and
+    the algorithm's short name."""
+    pair = ("canter", "random")
+    rows = rounds(repeats, pair, run, lambda r: f"{r['steps_per_s']:,.0f} steps/s")
+    write(out / f"{name}.json", json.dumps({"machine": machine(), "rounds": rows}, indent=1))
+    speed = ratio_cell(ratios(rows, "canter", "random", "steps_per_s"), digits=3)
+    lines = [
+        f"| measure | {heads[0]} | {heads[1]} | {heads[2]} / random: median (per round) |",
+        "|---|---:|---:|---|",
+    ]
+    for field, label, fmt, ratio in (
+        ("steps_per_s", "env steps/s", "{:,.0f}", speed),
+        ("compile_s", "compile time (s)", "{:.2f}", ""),
+    ):
+        cells = [fmt.format(median(rows, impl, field)) for impl in pair]
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
+    return rows, lines
+
+
 # --- canter against rejax over seed counts
 
 

@@ -21,7 +21,6 @@ Writes benchmarks/results/speed_dqn.md and speed_dqn.json (`--minatar`: speed_dq
 and .json).
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -90,33 +89,31 @@ def work(impl: str, num_seeds: int, steps: int, minatar: str = "") -> dict:
     return harness.record(timing, num_seeds * config.total_timesteps, **fields)
 
 
-def minatar(repeats: int, steps: int) -> str:
-    """canter's DQN MinAtar preset against random actions in one env: env steps/s, one seed."""
-    pair = ("canter", "random")
-    rows = harness.rounds(
+def minatar(out: Path, repeats: int, steps: int) -> str:
+    """canter's DQN MinAtar preset against random actions in one env: env steps/s, one seed;
+    writes speed_dqn-minatar.md and .json, returns the text."""
+    rows, lines = harness.ceiling(
+        out,
+        "speed_dqn-minatar",
         repeats,
-        pair,
         lambda impl: harness.spawn(SCRIPT, impl, 1, steps, "minatar"),
-        lambda r: f"{r['steps_per_s']:,.0f} steps/s",
+        ("canter DQN (CLI runner)", "random policy, 1 env", "DQN"),
     )
     speed = harness.median(rows, "canter", "steps_per_s")
-    lines = [
-        f"DQN MinAtar preset on {MINATAR_ENV}, {steps:,} env steps, 1 seed (CLI runner).",
-        "",
-        "| measure | canter DQN (CLI runner) | random policy, 1 env | DQN / random: median "
-        "(per round) |",
-        "|---|---:|---:|---|",
-    ]
-    ratio = harness.ratio_cell(harness.ratios(rows, "canter", "random", "steps_per_s"), 3)
-    for field, label, fmt, cell in (
-        ("steps_per_s", "env steps/s", "{:,.0f}", ratio),
-        ("compile_s", "compile time (s)", "{:.2f}", ""),
-    ):
-        cells = [fmt.format(harness.median(rows, i, field)) for i in pair]
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {cell} |")
     hours = 1e7 / speed / 3600
-    lines += ["", f"At {speed:,.0f} env steps/s the preset's 1e7 env steps take {hours:.2f} h."]
-    return "\n".join(lines), rows
+    text = "\n".join(
+        [
+            f"DQN MinAtar preset on {MINATAR_ENV}, {steps:,} env steps, 1 seed (CLI runner).",
+            "",
+            *lines,
+            "",
+            f"At {speed:,.0f} env steps/s the preset's 1e7 env steps take {hours:.2f} h.",
+            "",
+            f"Machine: {harness.machine()}.",
+        ]
+    )
+    harness.write(out / "speed_dqn-minatar.md", text + "\n")
+    return text
 
 
 def main() -> None:
@@ -133,12 +130,7 @@ def main() -> None:
 
     if args.minatar:
         print(f"DQN MinAtar against the random-policy ceiling, {harness.machine()}", flush=True)
-        table, rows = minatar(args.repeats, args.minatar)
-        text = f"{table}\n\nMachine: {harness.machine()}.\n"
-        harness.write(args.out / "speed_dqn-minatar.md", text)
-        record = {"machine": harness.machine(), "rounds": rows}
-        harness.write(args.out / "speed_dqn-minatar.json", json.dumps(record, indent=1))
-        return print(text)
+        return print(minatar(args.out, args.repeats, args.minatar))
     impls = harness.impls("canter", "canter-pure", one_core=args.one_core)
     print(f"head to head, {harness.machine()}", flush=True)
     rows = harness.head_to_head(SCRIPT, args.repeats, args.seeds, impls, (args.steps,))

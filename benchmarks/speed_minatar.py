@@ -22,10 +22,9 @@ iterations, 819,200 env steps per seed).
         --out benchmarks/results/one_core
 
 Writes benchmarks/results/speed_ppo-minatar.md and .json (`--algo ppo`) and
-speed_pqn-minatar.md (`--algo pqn`).
+speed_pqn-minatar.md and .json (`--algo pqn`).
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -78,29 +77,6 @@ def work(impl: str, num_seeds: int, algo: str, iterations: int) -> dict:
     return harness.record(timing, env_steps, **fields)
 
 
-def ceiling(repeats: int, iterations: int) -> str:
-    """PQN's MinAtar preset against random actions in the same 128 Breakout envs, one seed."""
-    pair = ("canter", "random")
-    rows = harness.rounds(
-        repeats,
-        pair,
-        lambda impl: harness.spawn(SCRIPT, impl, 1, "pqn", iterations),
-        lambda r: f"{r['steps_per_s']:,.0f} steps/s",
-    )
-    lines = [
-        "| measure | canter PQN (CLI runner) | random policy | PQN / random: median (per round) |",
-        "|---|---:|---:|---|",
-    ]
-    speed = harness.ratios(rows, "canter", "random", "steps_per_s")
-    for field, label, fmt, ratio in (
-        ("steps_per_s", "env steps/s", "{:,.0f}", harness.ratio_cell(speed, digits=3)),
-        ("compile_s", "compile time (s)", "{:.2f}", ""),
-    ):
-        cells = [fmt.format(harness.median(rows, i, field)) for i in pair]
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
-    return "\n".join(lines), rows
-
-
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument("--algo", nargs="+", choices=["ppo", "pqn"], default=["ppo", "pqn"])
@@ -122,12 +98,17 @@ def main() -> None:
         harness.report(args.out, "speed_ppo-minatar", rows, impls)
     if "pqn" in args.algo:
         print(f"PQN against the random-policy ceiling, {harness.machine()}", flush=True)
-        table, rows = ceiling(args.repeats, args.pqn_iterations)
-        text = f"{table}\n\nMachine: {harness.machine()}.\n"
+        # PQN's MinAtar preset against random actions in the same 128 Breakout envs, one seed.
+        _, lines = harness.ceiling(
+            args.out,
+            "speed_pqn-minatar",
+            args.repeats,
+            lambda impl: harness.spawn(SCRIPT, impl, 1, "pqn", args.pqn_iterations),
+            ("canter PQN (CLI runner)", "random policy", "PQN"),
+        )
+        text = "\n".join(lines) + f"\n\nMachine: {harness.machine()}.\n"
         harness.write(args.out / "speed_pqn-minatar.md", text)
-        record = {"machine": harness.machine(), "rounds": rows}
-        harness.write(args.out / "speed_pqn-minatar.json", json.dumps(record, indent=1))
-        print(table)
+        print(text)
 
 
 if __name__ == "__main__":
