@@ -356,3 +356,38 @@ def test_a_signal_while_compiling_exits_in_one_line(repo_root, tmp_path, sig):
     assert err.strip().splitlines()[-1] == line, err
     assert "Traceback" not in err and "compiled" not in out
     assert not run_dir.exists()  # the claim is undone: the directory can be used again
+
+
+def test_a_callback_that_raises_leaves_the_checkpoints_written_so_far_whole(tmp_path, monkeypatch):
+    """The error reaches the caller after the checkpoint writer has finished: the checkpoint
+    of interval 1 is on disk, whole, and the run resumes from it. Each write is slowed down so
+    that it is still in flight when the callback raises after interval 2."""
+    from canter.common.run import checkpoint as checkpoint_module
+
+    save = checkpoint_module.save
+
+    def slow_save(*args):
+        time.sleep(0.5)
+        save(*args)
+
+    monkeypatch.setattr(checkpoint_module, "save", slow_save)
+
+    def fail_at_two(interval: trainer.Interval) -> bool:
+        if interval.index == 1:
+            raise RuntimeError("the callback failed")
+        return False
+
+    with pytest.raises(RuntimeError, match="the callback failed"):
+        run(run_dir=tmp_path, callbacks=[fail_at_two], checkpoint_every=1)
+    header, _ = checkpoint.read_header(tmp_path / "checkpoint.eqx")
+    assert header["interval"] == 1  # the write of interval 1 finished before the error came out
+    resumed = run(run_dir=tmp_path, resume=True)
+    assert resumed.summary["complete"] and resumed.summary["intervals"] == 5
+
+
+def test_stop_after_zero_is_refused_before_compiling(tmp_path):
+    from canter.common.config import ConfigError
+
+    with pytest.raises(ConfigError, match="stop_after must be at least 1 interval, got 0"):
+        run(run_dir=tmp_path, stop_after=0)
+    assert not (tmp_path / "config.json").exists()

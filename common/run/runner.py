@@ -105,7 +105,7 @@ def run(
     # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
-    out = _check_options(run_dir, resume, checkpoint_every, track)
+    out = _check_options(run_dir, resume, checkpoint_every, track, stop_after)
     wait_for_processes("checked")  # every process saw the directory before process 0 claims it
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
@@ -140,10 +140,13 @@ def run(
     stops_early = bool(callbacks) or stop_on_divergence
     overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
     checks = (callbacks, stop_on_divergence, checkpoint_every)
-    state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
-    # The last checkpoint is on disk before the run returns; under multi-host the others wait
-    # for it at the collective in `finish`, which process 0 reaches after this.
-    loop.writer.close()
+    try:
+        state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
+    finally:
+        # The last checkpoint is on disk before the run returns, or raises (a callback's error
+        # leaves the checkpoints written so far whole); under multi-host the others wait for it
+        # at the collective in `finish`, which process 0 reaches after this.
+        loop.writer.close()
     return loop.finish(state, stopped)
 
 
@@ -401,13 +404,19 @@ def _check_host(train: Any, data_parallel: bool) -> bool:
 
 
 def _check_options(
-    run_dir: Path | None, resume: bool, checkpoint_every: int, track: tuple[str, ...]
+    run_dir: Path | None,
+    resume: bool,
+    checkpoint_every: int,
+    track: tuple[str, ...],
+    stop_after: int | None = None,
 ) -> RunDir | None:
     """The run directory to use, after refusing option combinations that cannot work."""
     if checkpoint_every < 0:
         raise ConfigError(
             f"checkpoint_every must be >= 0 (0: only at the end), got {checkpoint_every}."
         )
+    if stop_after is not None and stop_after < 1:
+        raise ConfigError(f"stop_after must be at least 1 interval, got {stop_after}.")
     for tracker, module in (("tensorboard", "tensorboardX"), ("wandb", "wandb")):
         if tracker in track and importlib.util.find_spec(module) is None:
             raise ConfigError(f"--track {tracker} needs {module}: pip install -e '.[log]'.")
