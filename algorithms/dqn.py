@@ -35,7 +35,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_step
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -273,7 +273,7 @@ def make_train(config: Config) -> trainer.Train:
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    env_step = vector_step(env)
     optimizer = make_optimizer(config)
 
     def init(key: PRNGKeyArray) -> TrainState:

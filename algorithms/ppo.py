@@ -39,7 +39,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -351,7 +351,7 @@ def make_train(config: Config) -> trainer.Train:
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    env_step = vector_step(env)
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5

@@ -34,7 +34,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env
+from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env, vector_step
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "continuous"
@@ -261,7 +261,7 @@ def off_policy_step(
     (`explore(actor, obs, env_steps, key)`'s actions), then, once `learning_starts` env steps are
     in (no updates before: NaN metrics), `update(agent, buffer, key, count)` for counts from 1.
     Both follow `iteration`, not the state: vmapped seeds take one branch of each `lax.cond`."""
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    env_step = vector_step(env)
     per_iteration, num_updates = config.env_steps_per_iteration, config.updates_per_iteration
     first_warm = max(-(-config.learning_starts // per_iteration) - 1, 0)  # its first iteration
 

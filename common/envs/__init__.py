@@ -4,6 +4,7 @@
     wrappers.py   float observations, episode statistics, MinAtar's sticky actions
     host.py       `gymnasium:<id>`: a Gymnasium env stepped on the host inside the compiled step
     atari.py      Atari as DQN and CleanRL train it: preprocessing, life loss, reward clipping
+    craftax.py    `craftax:<game>`: Craftax's symbolic games, resets from spare worlds
 
 Every adapter gives gymnax 1.0's step: `obs, state, reward, terminated, truncated, info`, with
 the last observation of an ending episode in `info["final_observation"]`.
@@ -22,6 +23,7 @@ from canter.common.envs.registry import (
     is_host_env,
     make_env,
     register_env,
+    vector_step,
 )
 from canter.common.envs.wrappers import base_state, episode_metrics
 
@@ -40,4 +42,5 @@ __all__ = [
     "is_host_env",
     "make_env",
     "register_env",
+    "vector_step",
 ]

@@ -41,6 +41,10 @@ UNAVAILABLE = {
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
 HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/envs/host.py)
+# `craftax:<game>`: Craftax's symbolic games (common/envs/craftax.py, the `craftax` extra).
+CRAFTAX_PREFIX = "craftax:"
+CRAFTAX_GAMES = ("Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1")
+CRAFTAX_INSTALL = 'pip install -e ".[craftax]"'
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
@@ -108,6 +112,10 @@ def _build(name: str) -> tuple[Any, Any]:
     # Constructors make arrays (MinAtar's action sets); under a trace (the first make_train of
     # a process may run inside jit or vmap, as evaluate.py's) they would be cached as tracers.
     with jax.ensure_compile_time_eval():
+        if name.startswith(CRAFTAX_PREFIX):  # imported here: it imports gymnax
+            from canter.common.envs.craftax import make_craftax_env
+
+            return make_craftax_env(name)
         if name in _EXTRA_ENVS:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
@@ -115,7 +123,8 @@ def _build(name: str) -> tuple[Any, Any]:
     if _is_gymnasium_id(name):
         raise ConfigError(f"{name} is a Gymnasium env: use --env {HOST_PREFIX}{name}.")
     raise ConfigError(
-        f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; and "
+        f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; "
+        f"{', '.join(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES)} ({CRAFTAX_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
 
@@ -189,3 +198,20 @@ def evaluation_env(env: Any) -> Any:
     """The env evaluation runs on: `env` without training-only wrappers (Atari's life loss and
     reward clipping, common/envs/atari.py)."""
     return env.evaluation_env if isinstance(env, atari.AtariTraining) else env
+
+
+def vector_step(env: Any) -> Callable:
+    """`step` over a batch of envs (keys, states and actions with a leading env axis, shared
+    params): `vmap(env.step)`, then, for an env whose resets happen across the batch (Craftax's
+    spare worlds, common/envs/craftax.py), its `refill` of the batch. Every algorithm steps its
+    training envs through this."""
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    refill = getattr(getattr(env, "unwrapped", env), "refill", None)
+    if refill is None:
+        return step
+
+    def batch_step(keys: Any, states: Any, actions: Any, params: Any) -> tuple:
+        obs, states, *rest = step(keys, states, actions, params)
+        return (obs, refill(jax.random.fold_in(keys[0], 1), states, params), *rest)
+
+    return batch_step

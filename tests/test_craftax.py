@@ -1,0 +1,131 @@
+"""`craftax:<game>` (common/envs/craftax.py): the gymnax-1.0 step, spare worlds and their refill."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from canter.common.config import ConfigError
+from canter.common.envs import base_state, craftax, make_env, vector_step
+
+NOOP = 0
+
+
+def short_episodes(params, limit):
+    """Craftax's params with a time limit of `limit` steps."""
+    inner = params.inner.replace(max_timesteps=limit)
+    return craftax.CraftaxParams(inner, limit)
+
+
+@pytest.mark.parametrize(
+    "game, obs_size, actions",
+    [("Craftax-Symbolic-v1", 8268, 43), ("Craftax-Classic-Symbolic-v1", 1345, 17)],
+)
+def test_games_have_their_published_spaces_and_a_gymnax_step(game, obs_size, actions):
+    env, params = make_env(craftax.PREFIX + game, action="discrete")
+    assert env.observation_space(params).shape == (obs_size,)
+    assert env.action_space(params).n == actions
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.shape == (obs_size,) and obs.dtype == jnp.float32
+    out = env.step(jax.random.key(1), state, NOOP, params)
+    obs, state, reward, terminated, truncated, info = out
+    assert obs.shape == (obs_size,) and reward.dtype == jnp.float32
+    assert not bool(terminated) and not bool(truncated)
+    assert info["final_observation"].shape == (obs_size,)
+
+
+def test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_world():
+    env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
+    params = short_episodes(params, 3)
+    obs, state = env.reset(jax.random.key(2), params)
+    inner = base_state(state)  # under EpisodeStats and FloatObservation
+    spare_obs = inner.spare_obs
+    for t in range(3):
+        obs, state, reward, terminated, truncated, info = env.step(
+            jax.random.key(10 + t), state, NOOP, params
+        )
+    assert bool(truncated) and not bool(terminated)  # the limit, not a death
+    inner = base_state(state)
+    np.testing.assert_array_equal(obs, spare_obs)  # the next episode starts in the spare
+    assert not bool(inner.spare_fresh) and int(inner.world.timestep) == 0
+    assert not np.array_equal(info["final_observation"], obs)
+    assert float(state.returned_length) == 3  # episode statistics see the end
+
+
+def test_refill_gives_a_new_spare_to_the_envs_that_used_theirs_and_only_to_them():
+    env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
+    params = short_episodes(params, 2)
+    num_envs = 32
+    keys = jax.random.split(jax.random.key(3), num_envs)
+    obs, states = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    # Half the envs start one step later (a no-op step each, then the batch steps together).
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    late = jnp.arange(num_envs) >= num_envs // 2
+    _, stepped, *_ = step(keys, states, jnp.zeros(num_envs, jnp.int32), params)
+    states = jax.tree.map(
+        lambda a, b: jnp.where(late.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), states, stepped
+    )
+    before = base_state(states)
+    batch_step = vector_step(env)
+    _, after_states, _, terminated, truncated, _ = batch_step(
+        jax.random.split(jax.random.key(4), num_envs),
+        states,
+        jnp.zeros(num_envs, jnp.int32),
+        params,
+    )
+    after = base_state(after_states)
+    ended = np.asarray(truncated)
+    np.testing.assert_array_equal(ended, ~np.asarray(late))  # the early half hit the limit
+    # 16 envs used their spare; 32 // RESET_RATIO = 2 new worlds go to the first two of them,
+    # the rest wait (their spares stay marked used), and no other env's spare changes.
+    count = num_envs // craftax.RESET_RATIO
+    first = np.flatnonzero(ended)[:count]
+    changed = np.asarray(jnp.any(after.spare_obs != before.spare_obs, axis=1))
+    np.testing.assert_array_equal(np.flatnonzero(changed), first)
+    np.testing.assert_array_equal(np.asarray(after.spare_fresh), ~ended | np.isin(range(32), first))
+    assert len(np.unique(np.asarray(after.spare_obs)[first], axis=0)) == count
+    # Later refills serve the ones waiting, `count` per call, until every spare is new.
+    states = after_states
+    for call in range(int(ended.sum()) // count - 1):
+        states = env.unwrapped.refill(jax.random.key(100 + call), states, params)
+    refilled = base_state(states)
+    assert bool(refilled.spare_fresh.all())
+    changed = np.asarray(jnp.any(refilled.spare_obs != before.spare_obs, axis=1))
+    np.testing.assert_array_equal(changed, ended)
+    assert len(np.unique(np.asarray(refilled.spare_obs)[ended], axis=0)) == int(ended.sum())
+
+
+def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
+    with pytest.raises(ConfigError, match="Craftax-Classic-Symbolic-v1"):
+        make_env("craftax:Craftax-Pixels-v1")
+    with pytest.raises(
+        ConfigError, match=r"craftax:Craftax-Symbolic-v1, .* \(pip install -e \".\[craftax\]\"\)"
+    ):
+        make_env("Craftax-Symbolic-v1")
+
+
+@pytest.mark.slow  # PPO on Craftax-Classic through the CLI: about a minute on 2 cores
+def test_ppo_trains_on_craftax_through_the_command_line(repo_root, tmp_path):
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "algorithms/ppo.py",
+        "--env",
+        "craftax:Craftax-Classic-Symbolic-v1",
+        "--num-envs",
+        "16",
+        "--num-steps",
+        "16",
+        "--total-timesteps",
+        "1024",
+        "--eval-every",
+        "512",
+        "--num-eval-envs",
+        "2",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "summary.json").exists()
