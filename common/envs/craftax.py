@@ -115,8 +115,9 @@ class Craftax(environment.Environment):
         raise NotImplementedError("Craftax steps through `step` (its resets are spare worlds)")
 
     def refill(self, key: PRNGKeyArray, states: Any, params: CraftaxParams) -> Any:
-        """`states` (a batch of env states, wrapped or not) with a new spare world for every
-        env that used its spare: RESET_RATIO times fewer worlds than envs, generated at once."""
+        """`states` (a batch of env states, wrapped or not) with new spare worlds for the
+        first envs that used theirs: RESET_RATIO times fewer worlds than envs, generated at
+        once; envs beyond that keep a used spare until a later call."""
 
         def refill_batch(batch: CraftaxState) -> CraftaxState:
             num_envs = batch.spare_fresh.shape[0]
