@@ -14,8 +14,9 @@
 #   6. runner: the runner's cost at the default interval: PPO CartPole, 1000 iterations, the CLI runner
 #      with and without overlap against the pure program  (runner_overhead.py)
 #   then runner-split (second, after ppo-minatar): where the runner's extra time goes, PPO
-#      MinAtar, 100 iterations, in one process: the pure program, the runner's two programs in
-#      a plain loop, the runner (runner_split.py; three rounds, whatever --repeats)
+#      MinAtar (100 iterations) and PPO CartPole (300), in one process: the pure program, plain
+#      jitted interval programs with and without vmap, the runner's two programs in a plain
+#      loop, the runner (runner_split.py; three rounds, whatever --repeats)
 # then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
 # rounds each. A step that would start after GPU_BUDGET_S seconds (default 420) is skipped and
 # named in skipped.txt: run it later with --only (results of earlier steps stay in the
@@ -85,10 +86,11 @@ EOF
 if ((tiny)); then
     repeats=1 ppo_seeds="1 2" minatar_iterations=2 cartpole_seeds="1 2" cartpole_iterations=4
     dqn_minatar_steps=400 dqn_steps=2000 pqn_iterations=2 runner_iterations=4 runner_cadence=2
+    split_cartpole_iterations=4
 else
     repeats=2 ppo_seeds="1 16" minatar_iterations=100 cartpole_seeds="1 64" cartpole_iterations=1000
     dqn_minatar_steps=30000 dqn_steps=500000 pqn_iterations=50 runner_iterations=1000
-    runner_cadence=50
+    runner_cadence=50 split_cartpole_iterations=300
 fi
 mkdir -p "$out"
 rm -f "$out/skipped.txt"
@@ -116,8 +118,8 @@ step() {  # step NAME COMMAND...: run it unless --only leaves it out or the budg
 # shellcheck disable=SC2086  # the seed lists split into words on purpose
 step ppo-minatar benchmarks/speed_minatar.py --algo ppo --seeds $ppo_seeds \
     --ppo-iterations "$minatar_iterations"
-STEP_REPEATS=3 step runner-split benchmarks/runner_split.py --setup minatar \
-    --iterations "$minatar_iterations"
+STEP_REPEATS=3 step runner-split benchmarks/runner_split.py --setup minatar cartpole \
+    --iterations "$minatar_iterations" "$split_cartpole_iterations"
 # shellcheck disable=SC2086
 step ppo-cartpole benchmarks/speed_ppo.py --seeds $cartpole_seeds \
     --iterations "$cartpole_iterations"
