@@ -24,6 +24,7 @@ import optax
 from canter.algorithms import trainer
 from canter.common.blocks.buffer import ReplayBuffer
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.masking import masked_argmax, masked_max, random_action
 from canter.common.config import (
     ConfigError,
     NonNegative,
@@ -35,7 +36,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_step
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -162,13 +163,15 @@ class QNetwork(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """Replayed experience; `next_obs` is the final observation when the episode ended there."""
+    """Replayed experience; `next_obs` is the final observation when the episode ended there,
+    `next_mask` its valid actions (None for an env without action masks)."""
 
     obs: Float[Array, "..."]  # [*batch, *obs_shape]
     action: Int[Array, "*batch"]
     reward: Float[Array, "*batch"]
     terminated: Bool[Array, "*batch"]
     next_obs: Float[Array, "..."]
+    next_mask: Bool[Array, "*batch num_actions"] | None
 
 
 class TrainState(eqx.Module):
@@ -192,15 +195,17 @@ def td_target(
     terminated: Bool[Array, " batch"],
     next_q_target: Float[Array, "batch num_actions"],
     next_q_online: Float[Array, "batch num_actions"],
+    next_mask: Bool[Array, "batch num_actions"] | None,
     gamma: float | Float[Array, ""],
     double_q: bool,
 ) -> Float[Array, " batch"]:
-    """One-step Q-learning target; only termination cuts the bootstrap (not truncation)."""
+    """One-step Q-learning target over the next state's valid actions (`next_mask`; all where
+    None); only termination cuts the bootstrap (not truncation)."""
     if double_q:
-        best = jnp.argmax(next_q_online, axis=-1)
+        best = masked_argmax(next_q_online, next_mask)
         next_value = jnp.take_along_axis(next_q_target, best[:, None], axis=-1)[:, 0]
     else:
-        next_value = jnp.max(next_q_target, axis=-1)
+        next_value = masked_max(next_q_target, next_mask)
     return reward + gamma * (1.0 - terminated) * next_value
 
 
@@ -237,19 +242,23 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
 
 
 def epsilon_greedy(
-    key: PRNGKeyArray, q_values: Float[Array, "num_envs num_actions"], epsilon: Float[Array, ""]
+    key: PRNGKeyArray,
+    q_values: Float[Array, "num_envs num_actions"],
+    epsilon: Float[Array, ""],
+    mask: Bool[Array, "num_envs num_actions"] | None,
 ) -> Int[Array, " num_envs"]:
-    """The greedy action, or with probability epsilon a uniformly random one, per env."""
+    """The greedy valid action, or with probability epsilon a uniformly random valid one, per
+    env (every action is valid where `mask` is None)."""
     explore_key, action_key = jax.random.split(key)
     num_envs, num_actions = q_values.shape
-    random = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+    random = random_action(action_key, mask, num_envs, num_actions)
     explore = jax.random.uniform(explore_key, (num_envs,)) < epsilon
-    return jnp.where(explore, random, jnp.argmax(q_values, axis=-1))
+    return jnp.where(explore, random, masked_argmax(q_values, mask))
 
 
-def act(state: TrainState, obs: Float[Array, "n ..."]) -> Int[Array, " n"]:
-    """Greedy actions: the highest Q-value."""
-    return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+def act(state: TrainState, obs: Float[Array, "n ..."], mask: Array | None = None) -> Array:
+    """Greedy actions: the valid action of the highest Q-value."""
+    return masked_argmax(jax.vmap(state.q_network)(obs), mask)
 
 
 # --- training
@@ -273,15 +282,16 @@ def make_train(config: Config) -> trainer.Train:
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = vector_step(env)
+    env_step, valid = vector_step(env), vector_mask(env)
     optimizer = make_optimizer(config)
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
         q_network = QNetwork(obs_shape, num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
-        zero_obs = jnp.zeros(obs_shape)
-        example = Transition(zero_obs, jnp.array(0), jnp.array(0.0), jnp.array(False), zero_obs)
+        zeros = jnp.zeros(obs_shape)
+        mask = jax.tree.map(lambda m: m[0], valid(env_state, env_params))  # None: no masks
+        example = Transition(zeros, jnp.array(0), jnp.array(0.0), jnp.array(False), zeros, mask)
         buffer = ReplayBuffer.create(example, config.buffer_size)
         opt_state = optimizer.init(q_network)
         return TrainState(
@@ -292,13 +302,15 @@ def make_train(config: Config) -> trainer.Train:
         q_network, env_state, obs, buffer, env_steps = carry
         action_key, env_key = jax.random.split(key)
         epsilon = linear_epsilon(config, env_steps)
-        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon)
+        mask = valid(env_state, env_params)  # masked actions are never taken
+        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon, mask)
         env_keys = jax.random.split(env_key, config.num_envs)
         next_obs, env_state, reward, terminated, _, info = env_step(
             env_keys, env_state, action, env_params
         )
         # Stored next_obs is the pre-reset observation: truncated episodes bootstrap from it.
-        buffer = buffer.add(Transition(obs, action, reward, terminated, info["final_observation"]))
+        final_obs, final_mask = info["final_observation"], info.get("final_action_mask")
+        buffer = buffer.add(Transition(obs, action, reward, terminated, final_obs, final_mask))
         return (q_network, env_state, next_obs, buffer, env_steps + config.num_envs), None
 
     def loss_fn(q_network: QNetwork, batch: Transition, target: Array) -> tuple[Array, Array]:
@@ -318,6 +330,7 @@ def make_train(config: Config) -> trainer.Train:
             batch.terminated,
             next_q_target,
             next_q_online,
+            batch.next_mask,
             config.gamma,
             config.double_q,
         )

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import tyro
 from canter.common.config import ConfigError
-from canter.common.envs import base_state, is_host_env
+from canter.common.envs import base_state, is_host_env, vector_mask
 from canter.common.run import checkpoint
 from canter.common.run.batch import make_batch
 from canter.common.run.files import atomic_write
@@ -103,12 +103,14 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
         save_gif([Image.fromarray(frame) for frame in frames], returns, path)
         return returns[-1], len(frames) - 1
     reset, step = jax.jit(env.reset), jax.jit(env.step)
+    valid = jax.jit(vector_mask(env))
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
     carry, states, returns, total = train.start_carry(1), [base_state(env_state)], [0.0], 0.0
     for _ in range(int(env_params.max_steps_in_episode)):
         key, step_key = jax.random.split(key)
-        action, carry = policy(obs[None], carry)
+        mask = valid(jax.tree.map(lambda x: x[None], env_state), env_params)
+        action, carry = policy(obs[None], carry, mask)
         obs, next_state, reward, terminated, truncated, _ = step(
             step_key, env_state, action[0], env_params
         )

@@ -29,6 +29,7 @@ import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     NonNegative,
     Positive,
@@ -39,7 +40,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_step
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -200,10 +201,12 @@ class ActorCritic(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
+    """One rollout step of every environment; `next_obs` is the pre-reset final observation,
+    `mask` the valid actions (None for an env without action masks)."""
 
     obs: Float[Array, "num_envs ..."]
     action: Int[Array, " num_envs"]
+    mask: Bool[Array, "num_envs num_actions"] | None
     log_prob: Float[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
@@ -351,7 +354,7 @@ def make_train(config: Config) -> trainer.Train:
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = vector_step(env)
+    env_step, valid = vector_step(env), vector_mask(env)
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
@@ -369,20 +372,19 @@ def make_train(config: Config) -> trainer.Train:
     def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
         model, env_state, obs, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
-        logits = jax.vmap(model.logits)(obs)
-        action = jax.random.categorical(action_key, logits)
-        log_prob = distrax.Categorical(logits=logits).log_prob(action)
+        mask = valid(env_state, env_params)  # masked actions are never sampled
+        action, log_prob = sample_masked(action_key, jax.vmap(model.logits)(obs), mask)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             jax.random.split(env_key, config.num_envs), env_state, action, env_params
         )
         final_obs = info["final_observation"]
-        transition = Transition(obs, action, log_prob, reward, terminated, truncated, final_obs)
-        return (model, env_state, next_obs, key), transition
+        record = Transition(obs, action, mask, log_prob, reward, terminated, truncated, final_obs)
+        return (model, env_state, next_obs, key), record
 
-    def loss_fn(model: ActorCritic, batch: tuple[Array, ...]) -> tuple[Array, dict[str, Array]]:
-        obs, action, old_log_prob, old_values, advantages, returns = batch
+    def loss_fn(model: ActorCritic, batch: tuple[Array | None, ...]) -> tuple[Array, dict]:
+        obs, action, mask, old_log_prob, old_values, advantages, returns = batch
         logits, values = jax.vmap(model)(obs)
-        dist = distrax.Categorical(logits=logits)
+        dist = distrax.Categorical(logits=masked_logits(logits, mask))  # entropy: valid actions
         if config.norm_adv:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         log_ratio = dist.log_prob(action) - old_log_prob
@@ -404,7 +406,7 @@ def make_train(config: Config) -> trainer.Train:
         both = jnp.stack([traj.obs, traj.next_obs])
         values, next_values = jax.vmap(jax.vmap(jax.vmap(state.model.value)))(both)
         advantages, returns = gae(traj.reward, values, next_values, traj.terminated, traj.truncated)
-        batch = (traj.obs, traj.action, traj.log_prob, values, advantages, returns)
+        batch = (traj.obs, traj.action, traj.mask, traj.log_prob, values, advantages, returns)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - values)
@@ -415,9 +417,9 @@ def make_train(config: Config) -> trainer.Train:
         }
         return TrainState(model, opt_state, env_state, obs, key), metrics
 
-    def act(state: TrainState, obs: Float[Array, "num_envs ..."]) -> Int[Array, " num_envs"]:
-        """Greedy actions: the most likely under the policy."""
-        return jnp.argmax(jax.vmap(state.model.logits)(obs), axis=-1)
+    def act(state: TrainState, obs: Float[Array, "n ..."], mask: Array | None = None) -> Array:
+        """Greedy actions: the most likely valid action under the policy."""
+        return masked_argmax(jax.vmap(state.model.logits)(obs), mask)
 
     return trainer.Train.from_config(
         config,

@@ -27,6 +27,7 @@ import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     ConfigError,
     NonNegative,
@@ -38,7 +39,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import episode_metrics, make_env, vector_step
+from canter.common.envs import episode_metrics, make_env, vector_mask, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -184,10 +185,12 @@ class AtariActorCritic(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
+    """One rollout step of every environment; `next_obs` is the pre-reset final observation,
+    `mask` the valid actions (None for an env without action masks: every Atari game)."""
 
     obs: Float[Array, "num_envs 84 84 channels"]
     action: Int[Array, " num_envs"]
+    mask: Bool[Array, "num_envs num_actions"] | None
     log_prob: Float[Array, " num_envs"]
     value: Float[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
@@ -354,7 +357,7 @@ def make_train(config: Config) -> trainer.Train:
     limit = min(config.eval_max_steps, env_params.max_steps_in_episode)
     env_params = dataclasses.replace(env_params, max_steps_in_episode=limit)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = vector_step(env)
+    env_step, valid = vector_step(env), vector_mask(env)
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
@@ -373,19 +376,21 @@ def make_train(config: Config) -> trainer.Train:
         model, env_state, obs, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
         logits, value = jax.vmap(model)(obs)  # one torso pass for both heads
-        action = jax.random.categorical(action_key, logits)
-        log_prob = distrax.Categorical(logits=logits).log_prob(action)
+        mask = valid(env_state, env_params)  # masked actions are never sampled
+        action, log_prob = sample_masked(action_key, logits, mask)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             jax.random.split(env_key, config.num_envs), env_state, action, env_params
         )
         final_obs = info["final_observation"]
-        step = Transition(obs, action, log_prob, value, reward, terminated, truncated, final_obs)
+        step = Transition(
+            obs, action, mask, log_prob, value, reward, terminated, truncated, final_obs
+        )
         return (model, env_state, next_obs, key), step
 
-    def loss_fn(model: AtariActorCritic, batch: tuple[Array, ...]) -> tuple[Array, dict]:
-        obs, action, old_log_prob, old_values, advantages, returns = batch
+    def loss_fn(model: AtariActorCritic, batch: tuple[Array | None, ...]) -> tuple[Array, dict]:
+        obs, action, mask, old_log_prob, old_values, advantages, returns = batch
         logits, values = jax.vmap(model)(obs)
-        dist = distrax.Categorical(logits=logits)
+        dist = distrax.Categorical(logits=masked_logits(logits, mask))  # entropy: valid actions
         if config.norm_adv:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         log_ratio = dist.log_prob(action) - old_log_prob
@@ -408,7 +413,7 @@ def make_train(config: Config) -> trainer.Train:
         advantages, returns = gae(
             traj.reward, traj.value, next_values, traj.terminated, traj.truncated
         )
-        batch = (traj.obs, traj.action, traj.log_prob, traj.value, advantages, returns)
+        batch = (traj.obs, traj.action, traj.mask, traj.log_prob, traj.value, advantages, returns)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - traj.value)
@@ -420,10 +425,10 @@ def make_train(config: Config) -> trainer.Train:
         return TrainState(model, opt_state, env_state, obs, key), metrics
 
     def act(
-        state: TrainState, obs: Float[Array, "num_envs 84 84 channels"]
-    ) -> Int[Array, " num_envs"]:
-        """Greedy actions: the most likely under the policy."""
-        return jnp.argmax(jax.vmap(state.model.logits)(obs), axis=-1)
+        state: TrainState, obs: Float[Array, "n 84 84 channels"], mask: Array | None = None
+    ) -> Int[Array, " n"]:
+        """Greedy actions: the most likely valid action under the policy."""
+        return masked_argmax(jax.vmap(state.model.logits)(obs), mask)
 
     return trainer.Train.from_config(
         config,

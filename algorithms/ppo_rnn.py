@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal
+from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     NonNegative,
     Positive,
@@ -36,7 +37,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import episode_metrics, make_env, vector_step
+from canter.common.envs import episode_metrics, make_env, vector_mask, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -163,11 +164,13 @@ def unroll(
 
 
 class Transition(eqx.Module):
-    """One rollout step of every env; `hidden` is the state after reading `obs`."""
+    """One rollout step of every env; `hidden` is the state after reading `obs`, `mask` the
+    valid actions (None for an env without action masks)."""
 
     obs: Float[Array, "num_envs obs_dim"]
     first: Bool[Array, " num_envs"]
     action: Int[Array, " num_envs"]
+    mask: Bool[Array, "num_envs num_actions"] | None
     log_prob: Float[Array, " num_envs"]
     value: Float[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
@@ -265,6 +268,7 @@ def sequence_minibatches(key: PRNGKeyArray, batch: PyTree, num_minibatches: int)
     return {
         name: x[order] if name == "hidden" else jnp.moveaxis(x[:, order], 1, 0)
         for name, x in batch.items()
+        if x is not None  # an env without action masks has no "mask"
     }
 
 
@@ -319,7 +323,7 @@ def make_train(config: Config) -> trainer.Train:
     obs_dim = int(env.observation_space(env_params).shape[0])
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = vector_step(env)
+    env_step, valid = vector_step(env), vector_mask(env)
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
@@ -340,24 +344,24 @@ def make_train(config: Config) -> trainer.Train:
         model, env_state, obs, first, hidden, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
         hidden, logits, value = jax.vmap(model)(hidden, obs, first)
-        action = jax.random.categorical(action_key, logits)
-        log_prob = distrax.Categorical(logits=logits).log_prob(action)
+        mask = valid(env_state, env_params)  # masked actions are never sampled
+        action, log_prob = sample_masked(action_key, logits, mask)
         env_keys = jax.random.split(env_key, config.num_envs)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
-        final_obs = info["final_observation"]
+        final = info["final_observation"]  # the pre-reset observation
         transition = Transition(
-            obs, first, action, log_prob, value, reward, terminated, truncated, final_obs, hidden
+            obs, first, action, mask, log_prob, value, reward, terminated, truncated, final, hidden
         )
         next_first = jnp.logical_or(terminated, truncated)
         return (model, env_state, next_obs, next_first, hidden, key), transition
 
-    def loss_fn(model: RecurrentActorCritic, mb: dict[str, Array]) -> tuple[Array, dict]:
+    def loss_fn(model: RecurrentActorCritic, mb: dict[str, Array | None]) -> tuple[Array, dict]:
         logits, values = unroll(model, mb["hidden"], mb["obs"], mb["first"])
         flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), (logits, values, mb))
         logits, values, mb = flat
-        dist = distrax.Categorical(logits=logits)
+        dist = distrax.Categorical(logits=masked_logits(logits, mb.get("mask")))  # valid actions
         advantages = mb["advantages"]
         if config.norm_adv:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -391,6 +395,7 @@ def make_train(config: Config) -> trainer.Train:
             obs=traj.obs,
             first=traj.first,
             action=traj.action,
+            mask=traj.mask,
             log_prob=traj.log_prob,
             values=traj.value,
             advantages=advantages,
@@ -406,12 +411,12 @@ def make_train(config: Config) -> trainer.Train:
         }
         return TrainState(model, opt_state, env_state, obs, first, hidden, key), metrics
 
-    def act(state: TrainState, obs: Float[Array, "n obs_dim"], hidden: Array) -> tuple:
-        """Greedy actions and the next GRU state; each evaluation env plays one episode from a
-        zero state (`initial_carry`), so no reset inside."""
+    def act(state: TrainState, obs: Array, hidden: Array, mask: Array | None = None) -> tuple:
+        """Greedy valid actions and the next GRU state; each evaluation env plays one episode
+        from a zero state (`initial_carry`), so no reset inside."""
         first = jnp.zeros(obs.shape[0], bool)
         hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
-        return jnp.argmax(logits, axis=-1), hidden
+        return masked_argmax(logits, mask), hidden
 
     return trainer.Train.from_config(
         config,

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.masking import masked_argmax, masked_max, random_action
 from canter.common.config import (
     NonNegative,
     Positive,
@@ -37,7 +38,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_step
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -174,7 +175,8 @@ class QNetwork(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """One rollout step of every environment; `next_obs` is the pre-reset final observation."""
+    """One rollout step of every environment; `next_obs` is the pre-reset final observation,
+    `next_mask` its valid actions (None for an env without action masks)."""
 
     obs: Float[Array, "num_envs ..."]
     action: Int[Array, " num_envs"]
@@ -182,6 +184,7 @@ class Transition(eqx.Module):
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
     next_obs: Float[Array, "num_envs ..."]
+    next_mask: Bool[Array, "num_envs num_actions"] | None
 
 
 class TrainState(eqx.Module):
@@ -242,20 +245,24 @@ def linear_epsilon(config: Config, env_steps: Int[Array, ""]) -> Float[Array, ""
 
 # Copied from algorithms/dqn.py::epsilon_greedy
 def epsilon_greedy(
-    key: PRNGKeyArray, q_values: Float[Array, "num_envs num_actions"], epsilon: Float[Array, ""]
+    key: PRNGKeyArray,
+    q_values: Float[Array, "num_envs num_actions"],
+    epsilon: Float[Array, ""],
+    mask: Bool[Array, "num_envs num_actions"] | None,
 ) -> Int[Array, " num_envs"]:
-    """The greedy action, or with probability epsilon a uniformly random one, per env."""
+    """The greedy valid action, or with probability epsilon a uniformly random valid one, per
+    env (every action is valid where `mask` is None)."""
     explore_key, action_key = jax.random.split(key)
     num_envs, num_actions = q_values.shape
-    random = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+    random = random_action(action_key, mask, num_envs, num_actions)
     explore = jax.random.uniform(explore_key, (num_envs,)) < epsilon
-    return jnp.where(explore, random, jnp.argmax(q_values, axis=-1))
+    return jnp.where(explore, random, masked_argmax(q_values, mask))
 
 
 # Copied from algorithms/dqn.py::act
-def act(state: TrainState, obs: Float[Array, "n ..."]) -> Int[Array, " n"]:
-    """Greedy actions: the highest Q-value."""
-    return jnp.argmax(jax.vmap(state.q_network)(obs), axis=-1)
+def act(state: TrainState, obs: Float[Array, "n ..."], mask: Array | None = None) -> Array:
+    """Greedy actions: the valid action of the highest Q-value."""
+    return masked_argmax(jax.vmap(state.q_network)(obs), mask)
 
 
 # Copied from algorithms/ppo.py::learning_rate_schedule
@@ -329,7 +336,7 @@ def make_train(config: Config) -> trainer.Train:
     obs_shape = tuple(int(n) for n in env.observation_space(env_params).shape)
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    env_step = vector_step(env)
+    env_step, valid = vector_step(env), vector_mask(env)
 
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
@@ -348,14 +355,14 @@ def make_train(config: Config) -> trainer.Train:
         q_network, env_state, obs, env_steps = carry
         action_key, env_key = jax.random.split(key)
         epsilon = linear_epsilon(config, env_steps)
-        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon)
+        mask = valid(env_state, env_params)  # masked actions are never taken
+        action = epsilon_greedy(action_key, jax.vmap(q_network)(obs), epsilon, mask)
         env_keys = jax.random.split(env_key, config.num_envs)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
-        transition = Transition(
-            obs, action, reward, terminated, truncated, info["final_observation"]
-        )
+        final_obs, final_mask = info["final_observation"], info.get("final_action_mask")
+        transition = Transition(obs, action, reward, terminated, truncated, final_obs, final_mask)
         return (q_network, env_state, next_obs, env_steps + config.num_envs), transition
 
     def loss_fn(q_network: QNetwork, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
@@ -376,7 +383,7 @@ def make_train(config: Config) -> trainer.Train:
         next_q = jax.vmap(jax.vmap(state.q_network))(traj.next_obs)
         targets = q_lambda_returns(
             config.reward_scale * traj.reward,
-            next_q.max(axis=-1),
+            masked_max(next_q, traj.next_mask),  # over the next states' valid actions
             traj.terminated,
             traj.truncated,
             config.gamma,

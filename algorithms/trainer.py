@@ -49,7 +49,8 @@ class Train:
 
     `act(state, obs) -> actions` maps a batch of observations to greedy actions. A policy with
     memory gives `initial_carry(num_envs)`, its memory at an episode's start, and then
-    `act(state, obs, carry) -> (actions, carry)`.
+    `act(state, obs, carry) -> (actions, carry)`. A discrete `act` also takes `mask=`, the
+    valid actions of each observation's state, for an env with action masks.
     """
 
     init: Callable[[PRNGKeyArray], Any]
@@ -87,11 +88,17 @@ class Train:
         """Env steps of one seed between evaluations."""
         return self.interval_iterations * self.env_steps_per_iteration
 
-    def policy(self, state: Any) -> Callable[[Array, Any], tuple[Array, Any]]:
-        """`policy(obs, carry) -> (actions, carry)` of `state`, for either kind of `act`."""
-        if self.initial_carry is not None:
-            return lambda obs, carry: self.act(state, obs, carry)
-        return lambda obs, carry: (self.act(state, obs), carry)
+    def policy(self, state: Any) -> Callable[..., tuple[Array, Any]]:
+        """`policy(obs, carry, mask=None) -> (actions, carry)` of `state`, for either kind of
+        `act`; a mask (valid actions, for an env with action masks) is passed on as `mask=`."""
+
+        def policy(obs: Array, carry: Any, mask: Array | None = None) -> tuple[Array, Any]:
+            masked = {} if mask is None else {"mask": mask}
+            if self.initial_carry is not None:
+                return self.act(state, obs, carry, **masked)
+            return self.act(state, obs, **masked), carry
+
+        return policy
 
     def start_carry(self, num_envs: int) -> Any:
         return None if self.initial_carry is None else self.initial_carry(num_envs)

@@ -190,6 +190,30 @@ class ProbeTwoDimAction(Probe):
 PROBES += [ProbeTwoDimAction]
 
 
+class ProbeUnmasked(Probe):
+    """Three actions with rewards 0, 1 and 10, one step: the best action is 2."""
+
+    num_actions_ = 3
+
+    def transition(self, state: ProbeState, action: Any) -> tuple:
+        return jnp.array([0.0, 1.0, 10.0])[action], jnp.array(True), state.obs
+
+
+class ProbeMasked(ProbeUnmasked):
+    """ProbeUnmasked where action 2 is never valid (its action mask: common/blocks/masking.py).
+    An agent that ignores the mask learns to take action 2; the best valid return is 1."""
+
+    def action_mask(self, state: ProbeState, params: Any = None) -> jax.Array:
+        return jnp.array([True, True, False])
+
+    def step_env(self, key: jax.Array, state: ProbeState, action: Any, params: Any) -> tuple:
+        obs, state, reward, terminated, _ = super().step_env(key, state, action, params)
+        return obs, state, reward, terminated, {"final_action_mask": self.action_mask(state)}
+
+
+PROBES += [ProbeUnmasked, ProbeMasked]
+
+
 class ProbeMemory(Probe):
     """A cue of +-1 at random, then observation 0; reward 1 when the second action names the
     cue (action 1 for +1, 0 for -1). Only memory beats chance: a feed-forward policy sees 0 at

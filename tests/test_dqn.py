@@ -26,8 +26,8 @@ def test_td_target_matches_reference():
     q_target = rng.normal(size=(32, 3)).astype(np.float32)
     q_online = rng.normal(size=(32, 3)).astype(np.float32)
     args = [jnp.array(x) for x in (reward, terminated, q_target, q_online)]
-    plain = dqn.td_target(*args, 0.9, False)
-    double = dqn.td_target(*args, 0.9, True)
+    plain = dqn.td_target(*args, None, 0.9, False)
+    double = dqn.td_target(*args, None, 0.9, True)
     ref_plain = np.array(
         [reward[i] + (0.0 if terminated[i] else 0.9 * q_target[i].max()) for i in range(32)]
     )

@@ -5,9 +5,12 @@
     host.py       `gymnasium:<id>`: a Gymnasium env stepped on the host inside the compiled step
     atari.py      Atari as DQN and CleanRL train it: preprocessing, life loss, reward clipping
     craftax.py    `craftax:<game>`: Craftax's symbolic games, resets from spare worlds
+    jumanji.py    `jumanji:<Id>`: Jumanji's one-discrete-action tasks, flat observations, masks
+    minigrid.py   `xminigrid:MiniGrid-<task>`: XLand-MiniGrid's MiniGrid tasks, one-hot views
 
 Every adapter gives gymnax 1.0's step: `obs, state, reward, terminated, truncated, info`, with
-the last observation of an ending episode in `info["final_observation"]`.
+the last observation of an ending episode in `info["final_observation"]`; an env with action
+masks also gives `action_mask(state, params)` and `info["final_action_mask"]` (`vector_mask`).
 """
 
 from canter.common.envs.registry import (
@@ -23,6 +26,7 @@ from canter.common.envs.registry import (
     is_host_env,
     make_env,
     register_env,
+    vector_mask,
     vector_step,
 )
 from canter.common.envs.wrappers import base_state, episode_metrics
@@ -42,5 +46,6 @@ __all__ = [
     "is_host_env",
     "make_env",
     "register_env",
+    "vector_mask",
     "vector_step",
 ]

@@ -18,6 +18,7 @@ from canter.common.envs.wrappers import (
     FloatObservation,
     ObservationSubset,
     StickyActions,
+    base_state,
 )
 from jax.typing import ArrayLike
 
@@ -45,6 +46,50 @@ HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (commo
 CRAFTAX_PREFIX = "craftax:"
 CRAFTAX_GAMES = ("Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1")
 CRAFTAX_INSTALL = 'pip install -e ".[craftax]"'
+# `jumanji:<Id>`: Jumanji's envs with one discrete action per step (common/envs/jumanji.py, the
+# `jumanji` extra), listed here so that the registry names them without importing jumanji.
+JUMANJI_PREFIX = "jumanji:"
+JUMANJI_TASKS = (
+    "Knapsack-v1",
+    "Maze-v0",
+    "Snake-v1",
+    "PacMan-v1",
+    "TSP-v1",
+    "CVRP-v1",
+    "Game2048-v1",
+    "GraphColoring-v1",
+    "SlidingTilePuzzle-v0",
+)
+JUMANJI_INSTALL = 'pip install -e ".[jumanji]"'
+# `xminigrid:MiniGrid-<task>`: XLand-MiniGrid's MiniGrid ports (common/envs/minigrid.py, the
+# `xminigrid` extra), listed here so that the registry names them without importing xminigrid.
+MINIGRID_PREFIX = "xminigrid:"
+MINIGRID_TASKS = (
+    "MiniGrid-BlockedUnlockPickUp",
+    "MiniGrid-DoorKey-5x5",
+    "MiniGrid-DoorKey-6x6",
+    "MiniGrid-DoorKey-8x8",
+    "MiniGrid-DoorKey-16x16",
+    "MiniGrid-Empty-5x5",
+    "MiniGrid-Empty-6x6",
+    "MiniGrid-Empty-8x8",
+    "MiniGrid-Empty-16x16",
+    "MiniGrid-EmptyRandom-5x5",
+    "MiniGrid-EmptyRandom-6x6",
+    "MiniGrid-EmptyRandom-8x8",
+    "MiniGrid-EmptyRandom-16x16",
+    "MiniGrid-FourRooms",
+    "MiniGrid-LockedRoom",
+    "MiniGrid-MemoryS8",
+    "MiniGrid-MemoryS16",
+    "MiniGrid-MemoryS32",
+    "MiniGrid-MemoryS64",
+    "MiniGrid-MemoryS128",
+    "MiniGrid-Playground",
+    "MiniGrid-Unlock",
+    "MiniGrid-UnlockPickUp",
+)
+MINIGRID_INSTALL = 'pip install -e ".[xminigrid]"'
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
@@ -116,6 +161,14 @@ def _build(name: str) -> tuple[Any, Any]:
             from canter.common.envs.craftax import make_craftax_env
 
             return make_craftax_env(name)
+        if name.startswith(JUMANJI_PREFIX):  # imports jumanji only for an id it accepts
+            from canter.common.envs.jumanji import make_jumanji_env
+
+            return make_jumanji_env(name)
+        if name.startswith(MINIGRID_PREFIX):  # imported here: it imports gymnax
+            from canter.common.envs.minigrid import make_minigrid_env
+
+            return make_minigrid_env(name)
         if name in _EXTRA_ENVS:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
@@ -124,7 +177,10 @@ def _build(name: str) -> tuple[Any, Any]:
         raise ConfigError(f"{name} is a Gymnasium env: use --env {HOST_PREFIX}{name}.")
     raise ConfigError(
         f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; "
-        f"{', '.join(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES)} ({CRAFTAX_INSTALL}); and "
+        f"{', '.join(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES)} ({CRAFTAX_INSTALL}); "
+        f"{', '.join(JUMANJI_PREFIX + t for t in JUMANJI_TASKS)} ({JUMANJI_INSTALL}); "
+        f"{MINIGRID_PREFIX}MiniGrid-<task>, {len(MINIGRID_TASKS)} tasks such as "
+        f"{MINIGRID_PREFIX}MiniGrid-DoorKey-5x5 ({MINIGRID_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
 
@@ -215,3 +271,16 @@ def vector_step(env: Any) -> Callable:
         return (obs, refill(jax.random.fold_in(keys[0], 1), states, params), *rest)
 
     return batch_step
+
+
+def vector_mask(env: Any) -> Callable[[Any, Any], Any]:
+    """`mask(states, params)`: the valid actions of a batch of states, booleans `[n, num_actions]`
+    from the bare env's `action_mask(state, params)` (Jumanji's tasks); for an env without masks
+    it returns None, and the algorithms then compile no masking (common/blocks/masking.py).
+    Training steps also find the mask of the state each step led to, before any reset, in
+    `info["final_action_mask"]` (what a Q-learning target maximises over)."""
+    bare = getattr(env, "unwrapped", env)
+    if not hasattr(bare, "action_mask"):
+        return lambda states, params: None
+    mask = lambda state, params: bare.action_mask(base_state(state), params)  # noqa: E731
+    return jax.vmap(mask, in_axes=(0, None))

@@ -5,10 +5,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from canter.common.envs import is_host_env
+from canter.common.envs import is_host_env, vector_mask
 from jaxtyping import Array, Float, PRNGKeyArray
 
-Policy = Callable[[Array, Any], tuple[Array, Any]]
+Policy = Callable[..., tuple[Array, Any]]
 CHUNK = 50  # env steps between "all done?" tests (a host env: 1)
 
 
@@ -19,7 +19,9 @@ def run_episodes(
 
     `policy(obs, carry) -> (actions, carry)` maps a batch of observations to a batch of greedy
     (or deterministic) actions; `carry` is its memory at the start of an episode (None for a
-    feed-forward policy). Each env plays one episode, so the carry never needs resetting.
+    feed-forward policy). For an env with action masks it is called `policy(obs, carry, mask)`
+    with the valid actions of each env's state (common/envs/registry.py, `vector_mask`). Each
+    env plays one episode, so the carry never needs resetting.
     Stops once every episode has ended, at most the env's `max_steps_in_episode` steps: chunks
     of CHUNK steps (a scan) in a while loop that asks "all done?" between chunks only, since
     under vmap the test couples the seeds and, sharded, is a cross-device reduction. A chunk
@@ -31,6 +33,7 @@ def run_episodes(
     reset_keys = jax.random.split(reset_key, num_envs)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    valid = vector_mask(env)
 
     max_steps = int(env_params.max_steps_in_episode)
     chunk = 1 if is_host_env(env) else min(CHUNK, max_steps)
@@ -40,7 +43,8 @@ def run_episodes(
     def step(loop: tuple, t: Array) -> tuple[tuple, None]:
         obs, carry, env_state, returns, lengths, done = loop
         done = done | (t >= max_steps)  # the last chunk's steps past the limit change nothing
-        action, carry = policy(obs, carry)
+        mask = valid(env_state, env_params)
+        action, carry = policy(obs, carry) if mask is None else policy(obs, carry, mask)
         obs, env_state, reward, terminated, truncated, _ = env_step(
             jax.random.split(step_keys[jnp.minimum(t, max_steps - 1)], num_envs),
             env_state,

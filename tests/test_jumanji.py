@@ -1,0 +1,227 @@
+"""`jumanji:<Id>` (common/envs/jumanji.py): spaces, the gymnax-1.0 step, masks and refusals."""
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import jumanji as jumanji_package
+import numpy as np
+import pytest
+from canter.common.config import ConfigError
+from canter.common.envs import base_state, jumanji, make_env, registry
+
+KNAPSACK, MAZE = "jumanji:Knapsack-v1", "jumanji:Maze-v0"
+ITEMS = 50  # Knapsack-v1's items: observation = weights, values, packed (50 each)
+
+
+@pytest.mark.parametrize(
+    "name, obs_size, actions, max_steps", [(KNAPSACK, 150, 50, 1000), (MAZE, 105, 4, 100)]
+)
+def test_spaces_and_a_gymnax_step(name, obs_size, actions, max_steps):
+    env, params = make_env(name, action="discrete")
+    assert env.name == name
+    assert env.observation_space(params).shape == (obs_size,)
+    assert env.action_space(params).n == actions
+    assert params.max_steps_in_episode == max_steps
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.shape == (obs_size,) and obs.dtype == jnp.float32
+    obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 0, params)
+    assert obs.shape == (obs_size,) and obs.dtype == jnp.float32
+    assert reward.shape == () and reward.dtype == jnp.float32
+    assert set(info) >= {"final_observation", "final_action_mask", "terminated", "truncated"}
+    assert info["final_action_mask"].shape == (actions,)
+    assert info["final_action_mask"].dtype == jnp.bool_
+    assert int(base_state(state).time) == 1
+
+
+def test_observations_are_the_fields_but_the_mask_in_order():
+    env, params = make_env(KNAPSACK)
+    obs, state = env.reset(jax.random.key(2), params)
+    inner = base_state(state).inner
+    expected = np.concatenate([inner.weights, inner.values, np.zeros(ITEMS)])
+    np.testing.assert_allclose(obs, expected, rtol=0, atol=0)
+
+    env, params = make_env(MAZE)
+    obs, state = env.reset(jax.random.key(3), params)
+    inner = base_state(state).inner
+    agent, target = inner.agent_position, inner.target_position
+    head = [agent.row, agent.col, target.row, target.col]
+    np.testing.assert_array_equal(obs[:4], np.array(head, np.float32))
+    np.testing.assert_array_equal(obs[4:104], np.ravel(inner.walls).astype(np.float32))
+    assert float(obs[104]) == 0.0  # the step count, last
+    action = int(np.argmax(inner.action_mask))  # a valid move
+    obs, state, *_ = env.step(jax.random.key(4), state, action, params)
+    assert float(obs[104]) == 1.0 and int(base_state(state).inner.step_count) == 1
+
+
+def test_an_invalid_knapsack_item_terminates_and_the_next_episode_starts():
+    env, params = make_env(KNAPSACK)
+    obs, state = env.reset(jax.random.key(5), params)
+    item = 7
+    obs, state, reward, terminated, truncated, info = env.step(
+        jax.random.key(6), state, item, params
+    )
+    first_obs = obs
+    assert float(reward) == float(obs[ITEMS + item]) > 0  # the item's value
+    assert not bool(terminated) and not bool(truncated)
+    assert not bool(env.unwrapped.action_mask(base_state(state), params)[item])
+    # The same item again: invalid, the episode ends with discount 0 and no reward.
+    obs, state, reward, terminated, truncated, info = env.step(
+        jax.random.key(7), state, item, params
+    )
+    assert bool(terminated) and not bool(truncated) and float(reward) == 0.0
+    final_obs, final_mask = info["final_observation"], info["final_action_mask"]
+    np.testing.assert_array_equal(final_obs, first_obs)  # invalid: nothing changed
+    assert float(final_obs[2 * ITEMS + item]) == 1.0 and not bool(final_mask[item])
+    # The returned observation and state are a new episode's: nothing packed, every item valid.
+    np.testing.assert_array_equal(obs[2 * ITEMS :], np.zeros(ITEMS))
+    assert not np.array_equal(obs[:ITEMS], final_obs[:ITEMS])  # new weights
+    inner = base_state(state)
+    assert int(inner.time) == 0 and bool(inner.action_mask.all())
+    assert float(state.returned_length) == 2  # episode statistics see the end
+
+
+def test_the_cut_for_envs_without_a_time_limit_is_a_truncation():
+    env, params = make_env(KNAPSACK)
+    cut = jumanji.JumanjiParams(max_steps_in_episode=2)
+    _, state = env.reset(jax.random.key(8), cut)
+    ends = []
+    for t, item in enumerate([3, 4]):
+        _, state, _, terminated, truncated, info = env.step(jax.random.key(9 + t), state, item, cut)
+        ends.append((bool(terminated), bool(truncated)))
+    assert ends == [(False, False), (False, True)]
+    assert float(info["final_observation"][2 * ITEMS + 4]) == 1.0
+    assert int(base_state(state).time) == 0
+    # The Game2048 kind of env (no `time_limit` of its own) gets the 1,000-step default.
+    assert jumanji.DEFAULT_MAX_STEPS == 1000
+    assert not hasattr(jumanji_package.make("Game2048-v1"), "time_limit")
+    assert make_env("jumanji:Game2048-v1")[1].max_steps_in_episode == 1000
+
+
+def test_maze_calls_its_time_limit_a_termination_and_canter_follows():
+    env, params = make_env(MAZE)
+    obs, state = env.reset(jax.random.key(10), params)
+    inner = base_state(state).inner
+    # A blocked direction at the start: the agent stays put and never reaches the target.
+    action = int(np.argmin(inner.action_mask))
+    assert not bool(inner.action_mask[action])
+
+    def step(state, key):
+        obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+        return state, (reward, terminated, truncated, info["final_observation"][104], obs[104])
+
+    keys = jax.random.split(jax.random.key(11), 100)
+    _, (reward, terminated, truncated, step_count, next_count) = jax.jit(
+        lambda state: jax.lax.scan(step, state, keys)
+    )(state)
+    np.testing.assert_array_equal(terminated, np.arange(1, 101) == 100)  # Jumanji: discount 0
+    assert not bool(truncated.any()) and float(reward.sum()) == 0.0
+    np.testing.assert_array_equal(step_count, np.arange(1, 101))
+    assert float(next_count[-1]) == 0.0  # the next episode's first observation
+
+
+def test_action_mask_is_jumanjis_mask_of_the_state():
+    env, params = make_env(MAZE)
+    bare = env.unwrapped.jumanji
+    _, state = env.reset(jax.random.key(12), params)
+    seen_blocked = False
+    for t in range(6):
+        inner = base_state(state).inner
+        mask = env.unwrapped.action_mask(base_state(state), params)
+        _, timestep = bare.step(inner, jnp.int32(t % 4))  # Jumanji's own step
+        _, state, *_ = env.step(jax.random.key(13 + t), state, t % 4, params)
+        expected = timestep.observation.action_mask
+        np.testing.assert_array_equal(
+            env.unwrapped.action_mask(base_state(state), params), expected
+        )
+        seen_blocked |= not bool(mask.all())
+    assert seen_blocked  # walls: the masks were not all true
+
+
+def test_step_jits_and_vmaps_over_envs():
+    env, params = make_env(KNAPSACK)
+    num_envs = 8
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    obs, states = reset(jax.random.split(jax.random.key(14), num_envs), params)
+    assert obs.shape == (num_envs, 3 * ITEMS)
+    keys = jax.random.split(jax.random.key(15), num_envs)
+    _, states, *_ = step(keys, states, jnp.zeros(num_envs, jnp.int32), params)
+    again = jnp.where(jnp.arange(num_envs) < 4, 0, 1)  # half pack item 0 twice: invalid
+    obs, states, reward, terminated, truncated, info = step(keys, states, again, params)
+    assert obs.shape == (num_envs, 3 * ITEMS) and reward.shape == (num_envs,)
+    np.testing.assert_array_equal(terminated, np.arange(num_envs) < 4)
+    assert not bool(truncated.any())
+    assert info["final_action_mask"].shape == (num_envs, ITEMS)
+    np.testing.assert_array_equal(base_state(states).time, np.where(np.arange(num_envs) < 4, 0, 2))
+
+
+@pytest.fixture
+def without_jumanji(monkeypatch):
+    """`import jumanji` fails (as without the extra), and no env is cached from before."""
+    monkeypatch.setitem(sys.modules, "jumanji", None)
+    registry._build.cache_clear()
+    yield
+    registry._build.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ("Sokoban-v0", "downloads the Boxoban levels from the Hugging Face hub"),
+        ("BinPack-v2", "a MultiDiscrete action space"),
+        ("Cleaner-v0", "several agents"),
+        ("MultiCVRP-v0", "several agents"),
+        ("SearchAndRescue-v0", "a continuous action space"),
+        ("Knapsack-v9", "Unknown Jumanji environment 'Knapsack-v9'"),
+    ],
+)
+def test_refusals_come_before_jumanji_is_imported(without_jumanji, task, message):
+    # With `import jumanji` failing, a refusal made after it would be the install message.
+    with pytest.raises(ConfigError, match=message) as refusal:
+        make_env(jumanji.PREFIX + task)
+    assert "jumanji:Knapsack-v1, jumanji:Maze-v0" in str(refusal.value)  # the accepted ids
+    if task != "Sokoban-v0" and not task.startswith("Knapsack"):
+        assert "canter's discrete algorithms need one discrete action per step" in str(
+            refusal.value
+        )
+
+
+def test_without_the_extra_the_refusal_names_the_install_line(without_jumanji):
+    with pytest.raises(
+        ConfigError, match=r'needs the jumanji extra: pip install -e "\.\[jumanji\]"'
+    ):
+        make_env(KNAPSACK)
+
+
+def test_every_jumanji_id_is_accepted_or_refused_by_its_action_space():
+    from jumanji import specs
+
+    registered = set(jumanji_package.registered_environments())
+    assert registered == set(jumanji.TASKS) | set(jumanji.REFUSED) | set(jumanji.DOWNLOADS)
+    for task in jumanji.TASKS:
+        assert isinstance(jumanji_package.make(task).action_spec, specs.DiscreteArray), task
+    for task in ("BinPack-v2", "Cleaner-v0", "SearchAndRescue-v0"):
+        assert not isinstance(jumanji_package.make(task).action_spec, specs.DiscreteArray), task
+
+
+def test_the_registry_lists_jumanji_and_imports_it_only_to_build_an_env(repo_root):
+    with pytest.raises(
+        ConfigError, match=r"jumanji:Knapsack-v1, .* \(pip install -e \"\.\[jumanji\]\"\)"
+    ):
+        make_env("Knapsack-v1")
+    script = (
+        "import sys\n"
+        "from canter.common.envs import jumanji, make_env\n"
+        "assert 'jumanji' not in sys.modules\n"
+        "try:\n"
+        "    make_env('jumanji:Sokoban-v0')\n"
+        "except Exception:\n"
+        "    pass\n"
+        "assert 'jumanji' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=repo_root, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
