@@ -8,8 +8,11 @@ import jax.numpy as jnp
 import jumanji as jumanji_package
 import numpy as np
 import pytest
+from canter.algorithms import ppo, trainer
+from canter.common.blocks import masking
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, jumanji, make_env, registry
+from canter.common.run.evaluation import run_episodes
 
 KNAPSACK, MAZE = "jumanji:Knapsack-v1", "jumanji:Maze-v0"
 ITEMS = 50  # Knapsack-v1's items: observation = weights, values, packed (50 each)
@@ -225,3 +228,45 @@ def test_the_registry_lists_jumanji_and_imports_it_only_to_build_an_env(repo_roo
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=repo_root, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# PPO on Knapsack-v1 (masks on), 300,000 env steps: 64 envs x 32 steps, 4 minibatches, lr 1e-3,
+# gamma 1 (episodes of ~27 steps), ReLU MLPs 2x256. Measured here (4 seeds, 2 CPU cores, 49 s):
+# final greedy returns 14.78, 15.40, 16.03, 15.04 against 13.50 for uniformly random valid items
+# (1,000 episodes). The threshold is halfway from the random return to the worst seed.
+KNAPSACK_PPO = dict(
+    env=KNAPSACK,
+    total_timesteps=300_000,
+    eval_every=60_000,
+    num_eval_envs=64,
+    num_envs=64,
+    num_steps=32,
+    num_minibatches=4,
+    learning_rate=1e-3,
+    gamma=1.0,
+    activation="relu",
+    hidden_size=256,
+    num_seeds=4,
+)
+RANDOM_VALID_RETURN, THRESHOLD = 13.50, 14.1
+
+
+def random_valid_return(episodes: int) -> float:
+    """Mean return of uniformly random valid items (masks on), over fresh episodes."""
+    env, params = make_env(KNAPSACK)
+
+    def policy(obs, key, mask):
+        key, draw = jax.random.split(key)
+        return masking.random_action(draw, mask, obs.shape[0], ITEMS), key
+
+    run = jax.jit(lambda k: run_episodes(env, params, policy, jax.random.key(1), k, episodes))
+    return float(run(jax.random.key(0))["episodic_return"])
+
+
+@pytest.mark.learning
+def test_ppo_with_masks_beats_random_valid_items_on_knapsack():
+    assert random_valid_return(1000) == pytest.approx(RANDOM_VALID_RETURN, abs=0.15)
+    config = ppo.Config(**KNAPSACK_PPO)
+    result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
+    final = np.asarray(result.metrics["eval"]["episodic_return"])[:, -1]
+    assert np.all(final >= THRESHOLD), final
