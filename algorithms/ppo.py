@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal
-from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.layers import MLP, Conv2d  # Conv2d: a patch matmul on the CPU
 from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     NonNegative,
@@ -41,6 +41,7 @@ from canter.common.config import (
     pytree_config,
 )
 from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs.registry import CRAFTAX_GAMES
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -99,7 +100,9 @@ class Config:
     activation: Literal["tanh", "relu"] = "tanh"
     """Activation of the MLPs' hidden layers."""
     hidden_size: PositiveInt = 64
-    """Width of the two hidden layers of actor and critic."""
+    """Width of the hidden layers of actor and critic."""
+    num_layers: PositiveInt = 2
+    """Hidden layers of actor and critic (each its own MLP)."""
 
     @property
     def batch_size(self) -> int:
@@ -111,39 +114,6 @@ class Config:
 
 
 # --- networks
-
-
-def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
-    """Linear layer with orthogonal weights of gain `gain` and zero bias (PPO detail)."""
-    # LAPACK-free orthogonal matrices: see common/blocks/initializers.py.
-    weight = orthogonal(key, (out_size, in_size), gain)
-    layer = eqx.nn.Linear(in_size, out_size, key=key)
-    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
-
-
-class MLP(eqx.Module):
-    """Two hidden layers (tanh, or ReLU) of `sizes` (in, hidden, out); hidden gain sqrt(2),
-    output gain chosen by the caller."""
-
-    layers: tuple[eqx.nn.Linear, ...]
-    relu: bool = eqx.field(static=True)
-
-    def __init__(
-        self, sizes: tuple[int, int, int], out_gain: float, key: PRNGKeyArray, relu: bool = False
-    ):
-        in_size, hidden, out_size = sizes
-        keys = jax.random.split(key, 3)
-        self.layers = (
-            orthogonal_linear(in_size, hidden, 2**0.5, keys[0]),
-            orthogonal_linear(hidden, hidden, 2**0.5, keys[1]),
-            orthogonal_linear(hidden, out_size, out_gain, keys[2]),
-        )
-        self.relu = relu
-
-    def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
-        for layer in self.layers[:-1]:
-            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
-        return self.layers[-1](x)
 
 
 class ConvTorso(eqx.Module):
@@ -178,9 +148,9 @@ class ActorCritic(eqx.Module):
             height, width, channels = obs_shape
             self.torso = ConvTorso(channels, jax.random.fold_in(key, 2))
             features = 16 * (height - 2) * (width - 2)
-        relu, hidden = config.activation == "relu", config.hidden_size
-        self.actor = MLP((features, hidden, num_actions), 0.01, actor_key, relu)
-        self.critic = MLP((features, hidden, 1), 1.0, critic_key, relu)
+        relu, hidden, depth = config.activation == "relu", config.hidden_size, config.num_layers
+        self.actor = MLP((features, hidden, num_actions), 0.01, actor_key, relu, depth)
+        self.critic = MLP((features, hidden, 1), 1.0, critic_key, relu, depth)
 
     def features(self, obs: Float[Array, "*obs_shape"]) -> Float[Array, " features"]:
         return obs.reshape(-1) if self.torso is None else self.torso(obs)
@@ -448,6 +418,30 @@ MINATAR = dict(
     hidden_size=256,
 )
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+
+# Craftax_Baselines' ppo.py (its argparse defaults, ppo.py L669-722 at 7ce36fa; read in
+# docs/notes/craftax-reference.md): 1024 envs x 64 steps, 4 epochs x 8 minibatches, Adam lr 2e-4
+# annealed once per update, gamma 0.99, GAE lambda 0.8, clip 0.2 (the value loss clipped too),
+# entropy 0.01, value 0.5, grad norm 1, raw observations, separate actor and critic MLPs of
+# 3 x 512 tanh (orthogonal, gains sqrt(2), 0.01 and 1), a world generated per 16 envs each step
+# for resets (canter's Craftax adapter does the same). Budget: 1e6 env steps (15 iterations),
+# where Craftax's README reports PPO at 2.2% of the maximum score (CB's default: 1e9).
+# Deviations: canter bootstraps at the 100,000-step time limit (CB never does; no episode reaches
+# it at these budgets), and adds greedy evaluations (16 episodes every 5 iterations).
+CRAFTAX = dict(
+    total_timesteps=1_000_000,
+    eval_every=327_680,  # 5 iterations
+    num_eval_envs=16,
+    num_envs=1024,
+    num_steps=64,
+    learning_rate=2e-4,
+    num_minibatches=8,
+    gae_lambda=0.8,
+    max_grad_norm=1.0,
+    hidden_size=512,
+    num_layers=3,
+)
+PRESETS |= {game: dict(CRAFTAX, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

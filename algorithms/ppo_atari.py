@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
-from canter.common.blocks.initializers import orthogonal
+from canter.common.blocks.initializers import orthogonal, orthogonal_linear
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
@@ -108,15 +108,6 @@ class Config:
 
 
 # --- networks
-
-
-# Copied from algorithms/ppo.py::orthogonal_linear
-def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
-    """Linear layer with orthogonal weights of gain `gain` and zero bias (PPO detail)."""
-    # LAPACK-free orthogonal matrices: see common/blocks/initializers.py.
-    weight = orthogonal(key, (out_size, in_size), gain)
-    layer = eqx.nn.Linear(in_size, out_size, key=key)
-    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
 
 
 def orthogonal_conv(

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
-from canter.common.blocks.initializers import orthogonal
+from canter.common.blocks.layers import MLP
 from canter.common.blocks.normalization import RunningStats, normalize, update_stats
 from canter.common.config import (
     NonNegative,
@@ -104,41 +104,6 @@ class Config:
 
 
 # --- networks
-
-
-# Copied from algorithms/ppo.py::orthogonal_linear
-def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
-    """Linear layer with orthogonal weights of gain `gain` and zero bias (PPO detail)."""
-    # LAPACK-free orthogonal matrices: see common/blocks/initializers.py.
-    weight = orthogonal(key, (out_size, in_size), gain)
-    layer = eqx.nn.Linear(in_size, out_size, key=key)
-    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
-
-
-# Copied from algorithms/ppo.py::MLP
-class MLP(eqx.Module):
-    """Two hidden layers (tanh, or ReLU) of `sizes` (in, hidden, out); hidden gain sqrt(2),
-    output gain chosen by the caller."""
-
-    layers: tuple[eqx.nn.Linear, ...]
-    relu: bool = eqx.field(static=True)
-
-    def __init__(
-        self, sizes: tuple[int, int, int], out_gain: float, key: PRNGKeyArray, relu: bool = False
-    ):
-        in_size, hidden, out_size = sizes
-        keys = jax.random.split(key, 3)
-        self.layers = (
-            orthogonal_linear(in_size, hidden, 2**0.5, keys[0]),
-            orthogonal_linear(hidden, hidden, 2**0.5, keys[1]),
-            orthogonal_linear(hidden, out_size, out_gain, keys[2]),
-        )
-        self.relu = relu
-
-    def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
-        for layer in self.layers[:-1]:
-            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
-        return self.layers[-1](x)
 
 
 class ActorCritic(eqx.Module):

@@ -39,6 +39,7 @@ from canter.common.config import (
     pytree_config,
 )
 from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs.registry import CRAFTAX_GAMES
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -434,6 +435,35 @@ MINATAR = dict(
     num_layers=1,
 )
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+
+# purejaxql's Craftax PQN (config/alg/pqn_craftax.yaml, script pqn_craftax.py; read in
+# docs/notes/craftax-reference.md): 1024 envs x 1 step, one epoch of one minibatch, RAdam lr 1e-4
+# decayed linearly, grad norm 1, epsilon 0.1 -> 0.005 over the first 20%, one-step targets
+# (lambda 0) from the network that collected the step (no target network), gamma 0.99, no reward
+# scaling, 4 hidden layers of 1024 with LayerNorm and ReLU, a world generated per 16 envs each step
+# for resets (canter's Craftax adapter does the same), 1e9 env steps. Deviations: no BatchRenorm
+# on the input (purejaxql's only observation normalisation; canter has none); Equinox's default
+# init of the MLP (purejaxql: flax's lecun-normal kernels, zero biases); greedy evaluations of 16
+# episodes every 1e7 env steps (purejaxql: none during training). purejaxql decays lr and
+# epsilon over 1e9 steps whatever the budget; canter over the run, so a shorter
+# `--total-timesteps` compresses both schedules. The published 16.0% is PQN-RNN's, not this.
+CRAFTAX = dict(
+    total_timesteps=1_000_000_000,
+    eval_every=10_240_000,  # 10,000 iterations
+    num_eval_envs=16,
+    num_envs=1024,
+    num_steps=1,
+    max_grad_norm=1.0,
+    update_epochs=1,
+    num_minibatches=1,
+    q_lambda=0.0,
+    start_e=0.1,
+    end_e=0.005,
+    reward_scale=1.0,
+    hidden_size=1024,
+    num_layers=4,
+)
+PRESETS |= {game: dict(CRAFTAX, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

@@ -129,3 +129,28 @@ def test_ppo_trains_on_craftax_through_the_command_line(repo_root, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("game", craftax.GAMES)
+def test_the_presets_build_the_reference_runs(game):
+    """ppo.py's preset is Craftax_Baselines' PPO at 1e6 env steps, pqn.py's purejaxql's PQN
+    (docs/notes/craftax-reference.md); both build (nothing compiles) with the shapes they name."""
+    import dataclasses
+
+    from canter.algorithms import ppo, pqn
+
+    config = dataclasses.replace(ppo.Config(), **ppo.PRESETS[game])
+    assert config.env == craftax.PREFIX + game and config.batch_size == 1024 * 64
+    assert config.num_iterations == 15  # 1e6 // (1024 * 64), as CB's NUM_UPDATES
+    train = ppo.make_train(config)
+    model = ppo.ActorCritic((8268,), 43, config, jax.random.key(0))
+    widths = [layer.weight.shape for layer in model.actor.layers]
+    assert widths == [(512, 8268), (512, 512), (512, 512), (43, 512)]
+    assert train.num_intervals == 3 and train.env.name == craftax.PREFIX + game
+
+    config = dataclasses.replace(pqn.Config(), **pqn.PRESETS[game])
+    assert (config.num_envs, config.num_steps, config.batch_size) == (1024, 1, 1024)
+    network = pqn.QNetwork((8268,), 43, config, jax.random.key(0))
+    assert [layer.weight.shape[0] for layer in network.layers] == [1024] * 4 + [43]
+    assert len(network.norms) == 4
+    pqn.make_train(config)

@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.common.blocks.layers import Conv2d
+from canter.common.blocks.initializers import orthogonal_linear
+from canter.common.blocks.layers import MLP, Conv2d
 
 SHAPES = [  # in, out, kernel, stride, padding, input size
     (4, 32, 8, 4, 0, 84),  # the Nature CNN's three
@@ -53,3 +54,23 @@ def test_dilated_and_grouped_convolutions_run_the_stock_kernel():
         x = jax.random.normal(key, (4, 9, 9))
         assert "conv_general_dilated" in str(jax.make_jaxpr(patch)(x))
         np.testing.assert_allclose(patch(x), stock(x), rtol=1e-6)
+
+
+def test_mlp_keeps_the_two_layer_init_and_adds_hidden_layers_with_depth():
+    key = jax.random.key(7)
+    keys = jax.random.split(key, 3)
+    expected = [
+        orthogonal_linear(5, 8, 2**0.5, keys[0]),
+        orthogonal_linear(8, 8, 2**0.5, keys[1]),
+        orthogonal_linear(8, 3, 0.01, keys[2]),
+    ]
+    mlp = MLP((5, 8, 3), 0.01, key)
+    for got, want in zip(mlp.layers, expected, strict=True):
+        assert jnp.array_equal(got.weight, want.weight) and jnp.array_equal(got.bias, want.bias)
+    deep = MLP((5, 8, 3), 0.01, key, relu=True, depth=3)
+    assert [layer.weight.shape for layer in deep.layers] == [(8, 5), (8, 8), (8, 8), (3, 8)]
+    x = jnp.linspace(-1.0, 1.0, 5)
+    hidden = x
+    for layer in deep.layers[:-1]:
+        hidden = jax.nn.relu(layer(hidden))
+    np.testing.assert_allclose(deep(x), deep.layers[-1](hidden), rtol=1e-6)

@@ -1,9 +1,12 @@
 """Building blocks that change the numbers, shared by name by several algorithm files; each is
-tested against a reference (tests/test_buffer.py, test_layers.py, test_invariants.py).
+tested against a reference (tests/test_buffer.py, test_layers.py, test_invariants.py,
+test_masking.py).
 
     buffer.py          ReplayBuffer: a fixed-size ring buffer of transitions, sampled uniformly
-    initializers.py    orthogonal: PyTorch's orthogonal init without LAPACK (Gram-Schmidt)
-    layers.py          Conv2d: Equinox's convolution as a patch matmul (faster on XLA:CPU)
+    initializers.py    orthogonal: PyTorch's orthogonal init without LAPACK (Gram-Schmidt);
+                       orthogonal_linear: the PPO files' dense layer (orthogonal, zero bias)
+    layers.py          MLP: the PPO files' actor and critic (depth hidden layers, tanh or ReLU);
+                       Conv2d: Equinox's convolution as a patch matmul (faster on XLA:CPU)
     masking.py         action masks: masked sampling, greedy choice, exploration, max
     normalization.py   RunningStats: observation / return normalisation statistics
 """

@@ -10,8 +10,11 @@ with native stacks parked in `jax::ParallelBatchMap` under `lapack_sgeqrf_ffi`.
 with classical Gram-Schmidt, applied twice per column ("twice is enough" for float32). The
 resulting Q has a positive diagonal in R, the same sign convention JAX applies after its QR,
 so the two agree to float tolerance for the same key; it is built from matmuls only.
+
+`orthogonal_linear` is the dense layer of the PPO files: orthogonal weights, zero bias.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -39,3 +42,11 @@ def orthogonal(
     a = jax.random.normal(key, (max(rows, cols), min(rows, cols)))
     q = orthonormal_columns(a)
     return scale * (q if rows >= cols else q.T)
+
+
+def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
+    """Linear layer with orthogonal weights of gain `gain` and zero bias (a PPO detail: CleanRL,
+    PureJaxRL)."""
+    weight = orthogonal(key, (out_size, in_size), gain)
+    layer = eqx.nn.Linear(in_size, out_size, key=key)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))

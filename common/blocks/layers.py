@@ -1,4 +1,11 @@
-"""`Conv2d`: Equinox's convolution, computed as one matmul of patches on the CPU.
+"""The PPO files' `MLP`, and `Conv2d`: Equinox's convolution as one matmul of patches on the CPU.
+
+`MLP` is the actor and the critic of ppo.py and ppo_continuous.py: `depth` hidden layers of one
+width, tanh or ReLU, orthogonal weights of gain sqrt(2) and zero biases, then a linear output of
+a gain the caller chooses (0.01 for logits and means, 1 for values), as CleanRL's and
+PureJaxRL's PPO build them.
+
+`Conv2d`:
 
 XLA:CPU compiles a convolution that sits inside a loop (`lax.scan`, `while_loop`: every
 training step runs inside the trainer's scan over iterations) as a generated loop nest instead
@@ -14,7 +21,39 @@ dilated, grouped or non-zero-padded convolutions, the stock convolution runs.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from canter.common.blocks.initializers import orthogonal_linear
 from jaxtyping import Array, Float, PRNGKeyArray
+
+
+class MLP(eqx.Module):
+    """`depth` hidden layers (tanh, or ReLU) of `sizes` (in, hidden, out); hidden gain sqrt(2),
+    output gain chosen by the caller."""
+
+    layers: tuple[eqx.nn.Linear, ...]
+    relu: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        sizes: tuple[int, int, int],
+        out_gain: float,
+        key: PRNGKeyArray,
+        relu: bool = False,
+        depth: int = 2,
+    ):
+        in_size, hidden, out_size = sizes
+        keys = jax.random.split(key, depth + 1)
+        widths = (in_size,) + (hidden,) * depth
+        hidden_layers = [
+            orthogonal_linear(a, b, 2**0.5, k)
+            for a, b, k in zip(widths[:-1], widths[1:], keys[:depth], strict=True)
+        ]
+        self.layers = (*hidden_layers, orthogonal_linear(hidden, out_size, out_gain, keys[depth]))
+        self.relu = relu
+
+    def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
+        for layer in self.layers[:-1]:
+            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
+        return self.layers[-1](x)
 
 
 class Conv2d(eqx.nn.Conv2d):
