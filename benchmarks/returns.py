@@ -83,6 +83,10 @@ def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
         return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
     if env.endswith("-MinAtar") and algo in CURVES_ONLY:
         return None, None, CURVES_ONLY[algo]
+    randoms = RESULTS / "random_returns.json"  # benchmarks/random_returns.py
+    known = json.loads(randoms.read_text())["envs"] if randoms.exists() else {}
+    if env in known:
+        return None, None, f"random valid actions: {known[env]['mean_return']:.2f}"
     return None, None, ""
 
 
@@ -170,8 +174,9 @@ def run_one(
 
 
 def slug(env: str) -> str:
-    """`env` as one file name: `gymnasium:ALE/Breakout-v5` -> `ALE-Breakout-v5`."""
-    return env.removeprefix("gymnasium:").replace("/", "-")
+    """`env` as one file name: `gymnasium:ALE/Breakout-v5` -> `ALE-Breakout-v5`,
+    `jumanji:Knapsack-v1` -> `jumanji-Knapsack-v1`."""
+    return env.removeprefix("gymnasium:").replace("/", "-").replace(":", "-")
 
 
 def duration(seconds: float) -> str:

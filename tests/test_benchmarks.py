@@ -189,7 +189,9 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
     assert timed.pop()[0] == "jit" and dqn_ceiling["algo"] == "dqn-minatar"
 
 
-@pytest.mark.parametrize("script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco"])
+@pytest.mark.parametrize(
+    "script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco", "craftax"]
+)
 def test_speed_scripts_show_help_without_the_peers(repo_root, script):
     """Each comparison loads and explains itself without rejax, sbx or MuJoCo installed (the
     peers are imported inside the workers), naming the command that reproduces it."""
@@ -325,3 +327,13 @@ def test_runner_overhead_runs_end_to_end_at_a_tiny_size(repo_root, tmp_path):
     rows = (tmp_path / "runner_overhead.md").read_text().splitlines()
     cadences = [row.split("|")[1:3] for row in rows if row.startswith("| ") and "---" not in row]
     assert [[c.strip() for c in row] for row in cadences[1:]] == [["1", "4"], ["4", "1"]]
+
+
+def test_random_returns_draw_valid_actions_only():
+    """ProbeMasked pays 0, 1 or 10 for its actions and forbids action 2: uniformly random valid
+    actions average 0.5 (3.67 if the mask were ignored)."""
+    from benchmarks import random_returns
+
+    result = random_returns.random_return("ProbeMasked", episodes=2000)
+    assert result["mean_return"] == pytest.approx(0.5, abs=0.05)
+    assert result["mean_length"] == 1.0

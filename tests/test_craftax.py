@@ -94,6 +94,28 @@ def test_refill_gives_a_new_spare_to_the_envs_that_used_theirs_and_only_to_them(
     assert len(np.unique(np.asarray(refilled.spare_obs)[ended], axis=0)) == int(ended.sum())
 
 
+def test_refill_generates_only_the_worlds_the_batch_used():
+    env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
+    keys = jax.random.split(jax.random.key(5), 32)  # 32 envs: up to 2 worlds per refill
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    refill = jax.jit(env.unwrapped.refill)
+    same = refill(jax.random.key(6), states, params)  # no spare used: nothing changes
+    assert all(jax.tree.leaves(jax.tree.map(jnp.array_equal, same, states)))
+    inner = base_state(states)
+    used_one = eqx_set(states, inner.spare_fresh.at[5].set(False))
+    after = base_state(refill(jax.random.key(6), used_one, params))
+    changed = np.asarray(jnp.any(after.spare_obs != inner.spare_obs, axis=1))
+    np.testing.assert_array_equal(np.flatnonzero(changed), [5])  # env 0 (slot filler) untouched
+    assert bool(after.spare_fresh.all())
+
+
+def eqx_set(states, spare_fresh):
+    """`states` with the Craftax state's `spare_fresh` replaced (under the wrappers' states)."""
+    import equinox as eqx
+
+    return eqx.tree_at(lambda s: base_state(s).spare_fresh, states, spare_fresh)
+
+
 def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
     with pytest.raises(ConfigError, match="Craftax-Classic-Symbolic-v1"):
         make_env("craftax:Craftax-Pixels-v1")
@@ -154,3 +176,21 @@ def test_the_presets_build_the_reference_runs(game):
     assert [layer.weight.shape[0] for layer in network.layers] == [1024] * 4 + [43]
     assert len(network.norms) == 4
     pqn.make_train(config)
+
+
+@pytest.mark.slow  # two Craftax programs compile: about a minute on 2 cores
+def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    args = ["--envs", "16", "--steps", "8", "--calls", "1", "--repeats", "1", "--out", tmp_path]
+    command = [sys.executable, "benchmarks/speed_craftax.py", "--ways", "canter", "no-reset"]
+    done = subprocess.run(
+        command + [str(a) for a in args], capture_output=True, text=True, cwd=repo_root, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "speed_craftax.json").read_text())
+    (canter,) = record["ways"]["canter"]["rounds"]
+    assert canter["steps"] == 16 * 8 and canter["steps_per_s"] > 0 and canter["ended"] == 0
+    assert "| canter |" in (tmp_path / "speed_craftax.md").read_text()
