@@ -62,6 +62,14 @@ CLEANRL = {
     ("ppo_atari", "ALE/Breakout-v5"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
     ("ppo_atari", "ALE/Pong-v5"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
 }
+# Craftax: the README's score is the return as a percentage of the maximum (226 points in
+# Craftax, 22 in Classic: one per achievement, weighted); its table at 1e6 env steps,
+# Craftax-Symbolic: PPO 2.2%, PPO-RNN 2.3% (Craftax_Baselines' settings).
+CRAFTAX_MAX = {"craftax:Craftax-Symbolic-v1": 226.0, "craftax:Craftax-Classic-Symbolic-v1": 22.0}
+CRAFTAX_PUBLISHED = {
+    ("ppo", "craftax:Craftax-Symbolic-v1"): (2.2, 1_000_000, "Craftax README, PPO"),
+    ("ppo_rnn", "craftax:Craftax-Symbolic-v1"): (2.3, 1_000_000, "Craftax README, PPO-RNN"),
+}
 # Published without a number to read off (curves only): said in the table all the same.
 CURVES_ONLY = {"pqn": "purejaxql PQN: curves only", "dqn": "Young & Tian 2019 DQN: curves only"}
 # Other published figures a row is set beside, in words (a different measure or network).
@@ -194,12 +202,17 @@ def table(out: Path) -> str:
         low, high = r["iqm_ci95"]
         published, budget, source = reference(r["algo"], r["env"])  # the current list
         ref = f"{published:g} at {budget:,} ({source})" if published is not None else source
+        if r["env"] in CRAFTAX_MAX:  # the score beside the return, as Craftax's README gives it
+            ref = f"score {100 * r['mean'] / CRAFTAX_MAX[r['env']]:.1f}% of the maximum"
+            if (r["algo"], r["env"]) in CRAFTAX_PUBLISHED:
+                score, at, whose = CRAFTAX_PUBLISHED[r["algo"], r["env"]]
+                ref += f"; published {score:g}% at {at:,} ({whose})"
         if (r["algo"], r["env"]) in ALSO:
             ref += f"; {ALSO[r['algo'], r['env']]}"
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"[{r['label']}]"] if r.get("label") else []
         flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
-        if r.get("sticky_action_prob") is not None:  # MinAtar rows say whether actions stick
+        if r["env"].endswith("-MinAtar") and r.get("sticky_action_prob") is not None:
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
         gpu = "CPU" not in r.get("machine", "CPU")
         where = f" ({r['machine'].removeprefix('1 ').split(' (')[0]})" if gpu else ""

@@ -337,3 +337,29 @@ def test_random_returns_draw_valid_actions_only():
     result = random_returns.random_return("ProbeMasked", episodes=2000)
     assert result["mean_return"] == pytest.approx(0.5, abs=0.05)
     assert result["mean_length"] == 1.0
+
+
+def test_craftax_rows_give_the_score_as_a_percentage_of_the_maximum(tmp_path):
+    from benchmarks import returns
+
+    record = dict(
+        algo="ppo",
+        env="craftax:Craftax-Symbolic-v1",
+        num_seeds=4,
+        env_steps=983_040,
+        overrides={},
+        preset="Craftax-Symbolic-v1",
+        label=None,
+        sticky_action_prob=0.0,
+        mean=4.52,
+        std=0.3,
+        iqm=4.5,
+        iqm_ci95=[4.2, 4.8],
+        final_train_return_mean=4.0,
+        run_s=3600.0,
+        machine="2 CPU cores (x86_64)",
+    )
+    (tmp_path / "ppo__craftax-Craftax-Symbolic-v1.json").write_text(json.dumps(record))
+    row = returns.table(tmp_path).splitlines()[-1]
+    assert "score 2.0% of the maximum; published 2.2% at 1,000,000 (Craftax README, PPO)" in row
+    assert "sticky" not in row
