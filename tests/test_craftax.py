@@ -194,3 +194,36 @@ def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_p
     (canter,) = record["ways"]["canter"]["rounds"]
     assert canter["steps"] == 16 * 8 and canter["steps_per_s"] > 0 and canter["ended"] == 0
     assert "| canter |" in (tmp_path / "speed_craftax.md").read_text()
+
+
+# PPO on Craftax-Classic-Symbolic, 262,144 env steps: 64 envs x 64 steps, 4 minibatches, lr 3e-4,
+# GAE lambda 0.8 and grad norm 1 (Craftax_Baselines' values), tanh MLPs 2x256. Measured here (4
+# seeds, 2 CPU cores, 210 s): final training returns 3.52, 3.22, 3.40, 3.63 against 1.42 for
+# uniformly random actions (256 episodes, benchmarks/random_returns.py). The greedy policy's
+# return stays near 1 at this budget (argmax play gets stuck), so the check reads the training
+# return, the measure Craftax_Baselines reports. Threshold: halfway from random to the worst seed.
+CLASSIC_PPO = dict(
+    env="craftax:Craftax-Classic-Symbolic-v1",
+    total_timesteps=262_144,
+    eval_every=65_536,
+    num_eval_envs=16,
+    num_envs=64,
+    num_steps=64,
+    num_minibatches=4,
+    learning_rate=3e-4,
+    gae_lambda=0.8,
+    max_grad_norm=1.0,
+    hidden_size=256,
+    num_seeds=4,
+)
+RANDOM_CLASSIC_RETURN, CLASSIC_THRESHOLD = 1.42, 2.3
+
+
+@pytest.mark.learning
+def test_ppo_learns_craftax_classic_beyond_random_actions():
+    from canter.algorithms import ppo, trainer
+
+    config = ppo.Config(**CLASSIC_PPO)
+    result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
+    final = np.asarray(result.metrics["train"]["episodic_return"])[:, -1]
+    assert np.all(final >= CLASSIC_THRESHOLD), final
