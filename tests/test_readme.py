@@ -35,7 +35,8 @@ TINY = {
     " --num-eval-envs 1 --eval-max-steps 50",
 }
 # What a command's env needs beyond the base install: (a word in the command, its module).
-EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco")]
+EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
+EXTRAS += [("Craftax-", "craftax"), ("jumanji:", "jumanji"), ("xminigrid:", "xminigrid")]
 
 
 def blocks(language: str) -> list[str]:
