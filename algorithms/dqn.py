@@ -204,6 +204,8 @@ def td_target(
     if double_q:
         best = masked_argmax(next_q_online, next_mask)
         next_value = jnp.take_along_axis(next_q_target, best[:, None], axis=-1)[:, 0]
+        if next_mask is not None:  # no valid action: nothing to bootstrap from (as masked_max)
+            next_value = jnp.where(jnp.any(next_mask, axis=-1), next_value, 0.0)
     else:
         next_value = masked_max(next_q_target, next_mask)
     return reward + gamma * (1.0 - terminated) * next_value

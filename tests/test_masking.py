@@ -70,10 +70,11 @@ def test_greedy_choice_and_max_see_valid_actions_only_and_an_empty_mask_bootstra
 
 @pytest.mark.parametrize("double_q", [False, True])
 def test_dqn_targets_maximise_over_the_next_states_valid_actions(double_q):
-    reward, terminated = jnp.array([1.0, 0.0]), jnp.array([False, False])
-    next_q = jnp.array([[5.0, 100.0, 2.0, 100.0], [0.0, 100.0, 0.0, 3.0]])
-    target = dqn.td_target(reward, terminated, next_q, next_q, MASK, 0.5, double_q)
-    np.testing.assert_allclose(target, [1.0 + 0.5 * 5.0, 0.5 * 3.0])
+    reward, terminated = jnp.array([1.0, 0.0, 2.0]), jnp.array([False, False, False])
+    next_q = jnp.array([[5.0, 100.0, 2.0, 100.0], [0.0, 100.0, 0.0, 3.0], [7.0, 8.0, 9.0, 1.0]])
+    mask = jnp.concatenate([MASK, jnp.zeros((1, 4), bool)])  # the last: no valid action
+    target = dqn.td_target(reward, terminated, next_q, next_q, mask, 0.5, double_q)
+    np.testing.assert_allclose(target, [1.0 + 0.5 * 5.0, 0.5 * 3.0, 2.0])
 
 
 def test_the_mask_reaches_evaluation_and_the_env_step():
