@@ -400,6 +400,9 @@ def make_train(config: Config) -> trainer.Train:
     )
 
 
+# --- presets
+
+
 # The MinAtar paper's DQN (Young & Tian 2019; kenjyoung/MinAtar examples/dqn.py, all games
 # alike): one env; 5,000 uniformly random steps, then epsilon 1 -> 0.1 over 100,000 steps; an
 # update of 32 transitions per env step from a 100,000 replay; target copied every 1,000 updates;

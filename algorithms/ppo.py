@@ -148,9 +148,9 @@ class ActorCritic(eqx.Module):
             height, width, channels = obs_shape
             self.torso = ConvTorso(channels, jax.random.fold_in(key, 2))
             features = 16 * (height - 2) * (width - 2)
-        relu, hidden, depth = config.activation == "relu", config.hidden_size, config.num_layers
-        self.actor = MLP((features, hidden, num_actions), 0.01, actor_key, relu, depth)
-        self.critic = MLP((features, hidden, 1), 1.0, critic_key, relu, depth)
+        activation, hidden, depth = config.activation, config.hidden_size, config.num_layers
+        self.actor = MLP((features, hidden, num_actions), 0.01, actor_key, activation, depth)
+        self.critic = MLP((features, hidden, 1), 1.0, critic_key, activation, depth)
 
     def features(self, obs: Float[Array, "*obs_shape"]) -> Float[Array, " features"]:
         return obs.reshape(-1) if self.torso is None else self.torso(obs)
@@ -400,6 +400,9 @@ def make_train(config: Config) -> trainer.Train:
         env_params=env_params,
         env_steps_per_iteration=config.batch_size,
     )
+
+
+# --- presets
 
 
 # gymnax-blines' MinAtar PPO (agents/<game>/ppo.yaml, all games alike): 64 envs x 128 steps, 4

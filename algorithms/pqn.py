@@ -412,6 +412,9 @@ def make_train(config: Config) -> trainer.Train:
     )
 
 
+# --- presets
+
+
 # purejaxql's MinAtar PQN (config/alg/pqn_minatar.yaml, all games alike): 128 envs x 32 steps,
 # 2 epochs x 32 minibatches, RAdam lr 5e-4 decayed linearly, epsilon 1 -> 0.05 over the first
 # 10%, lambda 0.65, no reward scaling, the CNN torso and one hidden layer of 128, 1e7 env steps.

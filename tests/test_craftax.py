@@ -46,7 +46,7 @@ def test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_world
     assert bool(truncated) and not bool(terminated)  # the limit, not a death
     inner = base_state(state)
     np.testing.assert_array_equal(obs, spare_obs)  # the next episode starts in the spare
-    assert not bool(inner.spare_fresh) and int(inner.world.timestep) == 0
+    assert not bool(inner.spare_fresh) and int(inner.state.timestep) == 0
     assert not np.array_equal(info["final_observation"], obs)
     assert float(state.returned_length) == 3  # episode statistics see the end
 
@@ -155,11 +155,12 @@ def test_ppo_trains_on_craftax_through_the_command_line(repo_root, tmp_path):
 
 @pytest.mark.parametrize("game", craftax.GAMES)
 def test_the_presets_build_the_reference_runs(game):
-    """ppo.py's preset is Craftax_Baselines' PPO at 1e6 env steps, pqn.py's purejaxql's PQN
-    (docs/notes/craftax-reference.md); both build (nothing compiles) with the shapes they name."""
+    """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
+    steps, pqn.py's purejaxql's PQN (docs/notes/craftax-reference.md); all build (nothing
+    compiles) with the shapes they name."""
     import dataclasses
 
-    from canter.algorithms import ppo, pqn
+    from canter.algorithms import ppo, ppo_rnn, pqn
 
     config = dataclasses.replace(ppo.Config(), **ppo.PRESETS[game])
     assert config.env == craftax.PREFIX + game and config.batch_size == 1024 * 64
@@ -168,6 +169,19 @@ def test_the_presets_build_the_reference_runs(game):
     model = ppo.ActorCritic((8268,), 43, config, jax.random.key(0))
     widths = [layer.weight.shape for layer in model.actor.layers]
     assert widths == [(512, 8268), (512, 512), (512, 512), (43, 512)]
+    assert train.num_intervals == 3 and train.env.name == craftax.PREFIX + game
+
+    config = dataclasses.replace(ppo_rnn.Config(), **ppo_rnn.PRESETS[game])
+    assert (config.batch_size, config.num_iterations, config.num_minibatches) == (65536, 15, 8)
+    assert config.num_envs // config.num_minibatches == 128  # whole sequences per minibatch
+    train = ppo_rnn.make_train(config)
+    model = ppo_rnn.RecurrentActorCritic(8268, 43, 512, config.head_layers, jax.random.key(0))
+    assert model.embed.weight.shape == (512, 8268) and model.cell.hidden_size == 512
+    for head, out in [(model.actor, 43), (model.critic, 1)]:
+        assert [layer.weight.shape for layer in head.layers] == [(512, 512)] * 2 + [(out, 512)]
+    # CB's head layers are orthogonal with gain 2: every singular value is 2.
+    singular = np.linalg.svd(np.asarray(model.actor.layers[0].weight), compute_uv=False)
+    np.testing.assert_allclose(singular, 2.0, rtol=1e-4)
     assert train.num_intervals == 3 and train.env.name == craftax.PREFIX + game
 
     config = dataclasses.replace(pqn.Config(), **pqn.PRESETS[game])

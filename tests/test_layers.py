@@ -67,7 +67,7 @@ def test_mlp_keeps_the_two_layer_init_and_adds_hidden_layers_with_depth():
     mlp = MLP((5, 8, 3), 0.01, key)
     for got, want in zip(mlp.layers, expected, strict=True):
         assert jnp.array_equal(got.weight, want.weight) and jnp.array_equal(got.bias, want.bias)
-    deep = MLP((5, 8, 3), 0.01, key, relu=True, depth=3)
+    deep = MLP((5, 8, 3), 0.01, key, activation="relu", depth=3)
     assert [layer.weight.shape for layer in deep.layers] == [(8, 5), (8, 8), (8, 8), (3, 8)]
     x = jnp.linspace(-1.0, 1.0, 5)
     hidden = x

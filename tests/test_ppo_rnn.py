@@ -34,7 +34,7 @@ TINY = pr.Config(
 
 
 def test_unroll_matches_step_by_step_reference_and_resets_forget():
-    model = pr.RecurrentActorCritic(3, 2, 8, jax.random.key(0))
+    model = pr.RecurrentActorCritic(3, 2, 8, 1, jax.random.key(0))
     keys = jax.random.split(jax.random.key(1), 2)
     obs = jax.random.normal(keys[0], (7, 2, 3))
     hidden = jax.random.normal(keys[1], (2, 8))
@@ -62,7 +62,9 @@ def replay_log_ratio_metrics(monkeypatch=None, broken_unroll=None):
     train = pr.make_train(config)
     state = jax.jit(train.init)(jax.random.key(0))
     # Large logits, so a wrong hidden state shows in the log-probabilities.
-    state = eqx.tree_at(lambda s: s.model.actor[1].weight, state, replace_fn=lambda w: w * 300)
+    state = eqx.tree_at(
+        lambda s: s.model.actor.layers[-1].weight, state, replace_fn=lambda w: w * 300
+    )
     step = jax.jit(train.step)
     results = []
     for i in range(3):

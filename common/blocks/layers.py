@@ -1,9 +1,10 @@
 """The PPO files' `MLP`, and `Conv2d`: Equinox's convolution as one matmul of patches on the CPU.
 
-`MLP` is the actor and the critic of ppo.py and ppo_continuous.py: `depth` hidden layers of one
-width, tanh or ReLU, orthogonal weights of gain sqrt(2) and zero biases, then a linear output of
-a gain the caller chooses (0.01 for logits and means, 1 for values), as CleanRL's and
-PureJaxRL's PPO build them.
+`MLP` is the actor and the critic of ppo.py and ppo_continuous.py, and the heads of ppo_rnn.py:
+`depth` hidden layers of one width, tanh, ReLU or swish (Brax's networks), orthogonal weights
+(gain sqrt(2), or the caller's `gain`: PureJaxRL's and Craftax_Baselines' recurrent heads use 2)
+and zero biases, then a linear output of a gain the caller chooses (0.01 for logits and means, 1
+for values), as CleanRL's and PureJaxRL's PPO build them.
 
 `Conv2d`:
 
@@ -24,35 +25,38 @@ import jax.numpy as jnp
 from canter.common.blocks.initializers import orthogonal_linear
 from jaxtyping import Array, Float, PRNGKeyArray
 
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "swish": jax.nn.swish}
+
 
 class MLP(eqx.Module):
-    """`depth` hidden layers (tanh, or ReLU) of `sizes` (in, hidden, out); hidden gain sqrt(2),
-    output gain chosen by the caller."""
+    """`depth` hidden layers (`activation`: tanh, relu or swish) of `sizes` (in, hidden, out);
+    hidden gain `gain`, output gain `out_gain`."""
 
     layers: tuple[eqx.nn.Linear, ...]
-    relu: bool = eqx.field(static=True)
+    activation: str = eqx.field(static=True)
 
     def __init__(
         self,
         sizes: tuple[int, int, int],
         out_gain: float,
         key: PRNGKeyArray,
-        relu: bool = False,
+        activation: str = "tanh",
         depth: int = 2,
+        gain: float = 2**0.5,
     ):
         in_size, hidden, out_size = sizes
         keys = jax.random.split(key, depth + 1)
         widths = (in_size,) + (hidden,) * depth
         hidden_layers = [
-            orthogonal_linear(a, b, 2**0.5, k)
+            orthogonal_linear(a, b, gain, k)
             for a, b, k in zip(widths[:-1], widths[1:], keys[:depth], strict=True)
         ]
         self.layers = (*hidden_layers, orthogonal_linear(hidden, out_size, out_gain, keys[depth]))
-        self.relu = relu
+        self.activation = activation
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
         for layer in self.layers[:-1]:
-            x = jax.nn.relu(layer(x)) if self.relu else jnp.tanh(layer(x))
+            x = ACTIVATIONS[self.activation](layer(x))
         return self.layers[-1](x)
 
 
