@@ -130,6 +130,9 @@ def write_gif(env: Any, env_params: Any, states: list, returns: list[float], pat
     took 3.3 s against 54 s (a fresh Gymnasium env per frame, three figure draws per frame)."""
     from gymnax.visualize import Visualizer, vis_gym
 
+    if hasattr(env, "frames"):  # a simulator that draws itself (common/envs/physics.py)
+        save_gif([Image.fromarray(frame) for frame in env.frames(states)], returns, path)
+        return
     if env.name not in vis_gym.SUPPORTED_GYM_ENVS:
         try:
             Visualizer(env, env_params, states, jnp.array(returns)).animate(str(path))

@@ -33,10 +33,13 @@ TINY = {
     " --num-eval-envs 1",
     "ppo_atari": "--num-envs 2 --num-steps 64 --total-timesteps 256 --eval-every 128"
     " --num-eval-envs 1 --eval-max-steps 50",
+    "ppo_continuous": "--num-envs 4 --num-steps 8 --num-minibatches 2 --update-epochs 1"
+    " --total-timesteps 64 --eval-every 32 --num-eval-envs 1",
 }
 # What a command's env needs beyond the base install: (a word in the command, its module).
 EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
 EXTRAS += [("Craftax-", "craftax"), ("jumanji:", "jumanji"), ("xminigrid:", "xminigrid")]
+EXTRAS += [("playground:", "mujoco_playground"), ("CheetahRun", "mujoco_playground")]
 
 
 def blocks(language: str) -> list[str]:

@@ -7,6 +7,8 @@
     craftax.py    `craftax:<game>`: Craftax's symbolic games, resets from spare worlds
     jumanji.py    `jumanji:<Id>`: Jumanji's one-discrete-action tasks, flat observations, masks
     minigrid.py   `xminigrid:MiniGrid-<task>`: XLand-MiniGrid's MiniGrid tasks, one-hot views
+    physics.py    `playground:<Task>`, `brax:<name>`: DM Control on MJX and Brax, in JAX
+    spares.py     resets from spare states made ahead (Craftax, the physics suites)
 
 Every adapter gives gymnax 1.0's step: `obs, state, reward, terminated, truncated, info`, with
 the last observation of an ending episode in `info["final_observation"]`; an env with action
@@ -14,9 +16,11 @@ masks also gives `action_mask(state, params)` and `info["final_action_mask"]` (`
 """
 
 from canter.common.envs.registry import (
+    BRAX_ENVS,
     HOST_PREFIX,
     MINATAR_GAMES,
     MUJOCO_TASKS,
+    PLAYGROUND_TASKS,
     STICKY_ACTION_ENVS,
     ActionKind,
     ActionSpaceError,
@@ -32,9 +36,11 @@ from canter.common.envs.registry import (
 from canter.common.envs.wrappers import base_state, episode_metrics
 
 __all__ = [
+    "BRAX_ENVS",
     "HOST_PREFIX",
     "MINATAR_GAMES",
     "MUJOCO_TASKS",
+    "PLAYGROUND_TASKS",
     "STICKY_ACTION_ENVS",
     "ActionKind",
     "ActionSpaceError",

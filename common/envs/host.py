@@ -86,8 +86,9 @@ def _gymnasium() -> Any:
 
 
 # MuJoCo 3.x warns, through mju_warning (C: printed to stderr plus a blank line, and appended
-# to MUJOCO_LOG.TXT in the working directory), that Gymnasium's half_cheetah.xml uses the
-# deprecated compiler attribute `settotalmass`: once per model compile, so once per env created.
+# to MUJOCO_LOG.TXT in the working directory), that Gymnasium's half_cheetah.xml (and DM
+# Control's cheetah.xml, common/envs/physics.py) uses the deprecated compiler attribute
+# `settotalmass`: once per model compile, so once per env created.
 _MUJOCO_DEPRECATED = "'settotalmass' is deprecated"
 
 
@@ -99,7 +100,7 @@ def _mujoco_warning(message: str) -> None:
 
 
 @functools.cache
-def _quiet_mujoco() -> None:
+def quiet_mujoco() -> None:
     """Install `_mujoco_warning` as MuJoCo's warning handler, unless one is set already (by the
     user) or MuJoCo is not installed. A handler replaces the default print and the log file."""
     try:
@@ -113,11 +114,11 @@ def _quiet_mujoco() -> None:
 def make_gymnasium(env_id: str, **kwargs: Any) -> Any:
     """A Gymnasium env as canter steps it: Atari preprocessed (common/envs/atari.py), anything
     else as registered, without Gymnasium's passive checker (it re-checks every step in Python).
-    MuJoCo's deprecation warning for Gymnasium's own models is dropped (`_quiet_mujoco`)."""
+    MuJoCo's deprecation warning for Gymnasium's own models is dropped (`quiet_mujoco`)."""
     import gymnasium
 
     if _extra_for(env_id) == "mujoco":
-        _quiet_mujoco()
+        quiet_mujoco()
     if atari.is_atari(env_id):
         return atari.make(gymnasium, env_id, **kwargs)
     return gymnasium.make(env_id, disable_env_checker=True, **kwargs)

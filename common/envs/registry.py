@@ -90,6 +90,52 @@ MINIGRID_TASKS = (
     "MiniGrid-UnlockPickUp",
 )
 MINIGRID_INSTALL = 'pip install -e ".[xminigrid]"'
+# `playground:<Task>`: MuJoCo Playground's DM Control Suite on MJX (common/envs/physics.py, the
+# `playground` extra), listed here so that the registry names them without importing Playground.
+PLAYGROUND_PREFIX = "playground:"
+PLAYGROUND_TASKS = (
+    "AcrobotSwingup",
+    "AcrobotSwingupSparse",
+    "BallInCup",
+    "CartpoleBalance",
+    "CartpoleBalanceSparse",
+    "CartpoleSwingup",
+    "CartpoleSwingupSparse",
+    "CheetahRun",
+    "FingerSpin",
+    "FingerTurnEasy",
+    "FingerTurnHard",
+    "FishSwim",
+    "HopperHop",
+    "HopperStand",
+    "HumanoidRun",
+    "HumanoidStand",
+    "HumanoidWalk",
+    "PendulumSwingup",
+    "PointMass",
+    "ReacherEasy",
+    "ReacherHard",
+    "SwimmerSwimmer6",
+    "WalkerRun",
+    "WalkerStand",
+    "WalkerWalk",
+)
+PLAYGROUND_INSTALL = 'pip install -e ".[playground]"'
+# `brax:<name>`: Brax's envs on its positional backend (common/envs/physics.py, the `brax` extra).
+BRAX_PREFIX = "brax:"
+BRAX_ENVS = (
+    "ant",
+    "halfcheetah",
+    "hopper",
+    "humanoid",
+    "humanoidstandup",
+    "inverted_pendulum",
+    "inverted_double_pendulum",
+    "pusher",
+    "reacher",
+    "walker2d",
+)
+BRAX_INSTALL = 'pip install -e ".[brax]"'
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
@@ -169,6 +215,14 @@ def _build(name: str) -> tuple[Any, Any]:
             from canter.common.envs.minigrid import make_minigrid_env
 
             return make_minigrid_env(name)
+        if name.startswith(PLAYGROUND_PREFIX):  # imports Playground only for a name it accepts
+            from canter.common.envs.physics import make_playground_env
+
+            return make_playground_env(name)
+        if name.startswith(BRAX_PREFIX):  # imports Brax only for a name it accepts
+            from canter.common.envs.physics import make_brax_env
+
+            return make_brax_env(name)
         if name in _EXTRA_ENVS:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
@@ -180,7 +234,10 @@ def _build(name: str) -> tuple[Any, Any]:
         f"{', '.join(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES)} ({CRAFTAX_INSTALL}); "
         f"{', '.join(JUMANJI_PREFIX + t for t in JUMANJI_TASKS)} ({JUMANJI_INSTALL}); "
         f"{MINIGRID_PREFIX}MiniGrid-<task>, {len(MINIGRID_TASKS)} tasks such as "
-        f"{MINIGRID_PREFIX}MiniGrid-DoorKey-5x5 ({MINIGRID_INSTALL}); and "
+        f"{MINIGRID_PREFIX}MiniGrid-DoorKey-5x5 ({MINIGRID_INSTALL}); "
+        f"{PLAYGROUND_PREFIX}<Task>, the {len(PLAYGROUND_TASKS)} DM Control tasks such as "
+        f"{PLAYGROUND_PREFIX}CheetahRun ({PLAYGROUND_INSTALL}); "
+        f"{', '.join(BRAX_PREFIX + e for e in BRAX_ENVS)} ({BRAX_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
 
