@@ -8,14 +8,19 @@ final observation (as in `ppo.py`), and normalisation statistics are frozen duri
 and updated once per iteration, so stored observations are exactly what the policy saw.
 Defaults are tuned for Pendulum-v1 (gamma 0.9, lr 3e-4: with 1e-3, 2 of 8 seeds collapsed);
 MountainCarContinuous needs its preset (with gamma 0.9 the goal bonus is out of sight).
+`--squash` swaps in Brax's policy head (a tanh-squashed Gaussian whose std the actor outputs),
+which the presets for MuJoCo Playground's DM Control tasks and Brax's envs use, with Brax's
+networks and reward scaling (the presets' comment).
 
     python algorithms/ppo_continuous.py --env Pendulum-v1 --num-seeds 8
     python algorithms/ppo_continuous.py --preset MountainCarContinuous-v0
+    python algorithms/ppo_continuous.py --preset CheetahRun   # pip install -e ".[playground]"
 """
 
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -34,7 +39,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import episode_metrics, make_env, vector_step
+from canter.common.envs import PLAYGROUND_TASKS, episode_metrics, make_env, vector_step
 from canter.common.run.devices import shard_minibatches
 from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
@@ -47,7 +52,8 @@ class Config:
     env: str = "Pendulum-v1"
     """Environment (continuous actions): a gymnax id (Pendulum-v1, MountainCarContinuous-v0,
     ...), a registered name (yours: `register_env`), or `gymnasium:<id>` for any Gymnasium id
-    (gymnasium:HalfCheetah-v5, ...). See docs/environments.md."""
+    (gymnasium:HalfCheetah-v5, ...), or JAX physics: `playground:<Task>` (DM Control on MJX,
+    playground:CheetahRun, ...) and `brax:<name>` (brax:hopper, ...). See docs/environments.md."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1
@@ -91,8 +97,21 @@ class Config:
     """Normalise observations by running mean and variance (clipped to +-10)."""
     norm_reward: bool = True
     """Divide rewards by the running std of the discounted return (clipped to +-10)."""
+    reward_scale: Positive = 1.0
+    """Multiply rewards by this in the update (Brax's `reward_scaling`), after `norm_reward`."""
+    squash: bool = False
+    """Brax's policy head: a tanh-squashed Gaussian whose std (softplus + 0.001) the actor
+    outputs beside the mean, instead of a state-independent log-std and clipped actions."""
     hidden_size: PositiveInt = 64
-    """Width of the two tanh hidden layers of actor and critic."""
+    """Width of the actor's hidden layers (and of the critic's unless `critic_hidden_size`)."""
+    num_layers: PositiveInt = 2
+    """Hidden layers of the actor (and of the critic unless `critic_num_layers`)."""
+    critic_hidden_size: PositiveInt | None = None
+    """Width of the critic's hidden layers, if not `hidden_size`."""
+    critic_num_layers: PositiveInt | None = None
+    """Hidden layers of the critic, if not `num_layers`."""
+    activation: Literal["tanh", "relu", "swish"] = "tanh"
+    """Activation of the hidden layers (Brax's networks: swish)."""
 
     @property
     def batch_size(self) -> int:
@@ -107,17 +126,29 @@ class Config:
 
 
 class ActorCritic(eqx.Module):
-    """Gaussian actor (mean net, output gain 0.01; state-independent log-std, init 0), critic."""
+    """Gaussian actor (mean net, output gain 0.01; state-independent log-std, init 0) and
+    critic; with `squash`, the actor outputs the mean and a raw scale, std = softplus + 0.001."""
 
     actor: MLP
-    log_std: Float[Array, " action_dim"]
+    log_std: Float[Array, " action_dim"] | None
     critic: MLP
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray):
+    def __init__(self, obs_dim: int, action_dim: int, config: Config, key: PRNGKeyArray):
         actor_key, critic_key = jax.random.split(key)
-        self.actor = MLP((obs_dim, hidden, action_dim), 0.01, actor_key)
-        self.log_std = jnp.zeros(action_dim)
-        self.critic = MLP((obs_dim, hidden, 1), 1.0, critic_key)
+        outputs = 2 * action_dim if config.squash else action_dim
+        actor = (obs_dim, config.hidden_size, outputs)
+        self.actor = MLP(actor, 0.01, actor_key, config.activation, config.num_layers)
+        self.log_std = None if config.squash else jnp.zeros(action_dim)
+        critic = (obs_dim, config.critic_hidden_size or config.hidden_size, 1)
+        depth = config.critic_num_layers or config.num_layers
+        self.critic = MLP(critic, 1.0, critic_key, config.activation, depth)
+
+    def policy(self, obs: Float[Array, " obs_dim"]) -> tuple[Array, Array]:
+        """Mean and log-std of the Gaussian (before any squashing)."""
+        if self.log_std is not None:
+            return self.actor(obs), self.log_std
+        mean, raw_scale = jnp.split(self.actor(obs), 2)
+        return mean, jnp.log(jax.nn.softplus(raw_scale) + 0.001)  # Brax's min std 0.001
 
     def value(self, obs: Float[Array, " obs_dim"]) -> Float[Array, ""]:
         return self.critic(obs)[0]
@@ -130,7 +161,8 @@ class Transition(eqx.Module):
     """One rollout step of every env, un-normalised; `next_obs` is the pre-reset final one."""
 
     obs: Float[Array, "num_envs obs_dim"]
-    action: Float[Array, "num_envs action_dim"]
+    action: Float[Array, "num_envs action_dim"]  # the Gaussian sample, unclipped, unsquashed
+    noise: Float[Array, "num_envs action_dim"] | None  # its standard normal draw (`squash`)
     log_prob: Float[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
@@ -217,6 +249,11 @@ def value_loss(
     return 0.5 * jnp.mean(loss)
 
 
+def tanh_log_det_jacobian(x: Float[Array, " action_dim"]) -> Float[Array, ""]:
+    """log |d tanh(x) / dx| summed over action dimensions, stably: 2 (log 2 - x - softplus(-2x))."""
+    return jnp.sum(2.0 * (jnp.log(2.0) - x - jax.nn.softplus(-2.0 * x)))
+
+
 def gaussian_log_prob(
     action: Float[Array, " action_dim"],
     mean: Float[Array, " action_dim"],
@@ -294,6 +331,13 @@ def make_train(config: Config) -> trainer.Train:
     action_dim = int(space.shape[0])  # every gymnax Box action space is one-dimensional
     low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), (action_dim,))
     high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
+
+    def env_action(action: Float[Array, "*batch action_dim"]) -> Float[Array, "*batch action_dim"]:
+        """What the env gets: the sample clipped to the bounds, or squashed into them."""
+        if config.squash:
+            return low + 0.5 * (jnp.tanh(action) + 1.0) * (high - low)
+        return jnp.clip(action, low, high)
+
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = vector_step(env)
     optimizer = optax.chain(
@@ -309,7 +353,7 @@ def make_train(config: Config) -> trainer.Train:
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
-        model = ActorCritic(obs_dim, action_dim, config.hidden_size, model_key)
+        model = ActorCritic(obs_dim, action_dim, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         obs_stats, return_stats = RunningStats.create((obs_dim,)), RunningStats.create(())
         returns = jnp.zeros(config.num_envs)  # running discounted return, for the reward scale
@@ -320,33 +364,39 @@ def make_train(config: Config) -> trainer.Train:
     def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
         model, obs_stats, env_state, obs, returns, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
-        mean = jax.vmap(model.actor)(norm(obs, obs_stats))
-        action = mean + jnp.exp(model.log_std) * jax.random.normal(action_key, mean.shape)
-        log_prob = jax.vmap(gaussian_log_prob, in_axes=(0, 0, None))(action, mean, model.log_std)
+        mean, log_std = jax.vmap(model.policy)(norm(obs, obs_stats))
+        noise = jax.random.normal(action_key, mean.shape)
+        action = mean + jnp.exp(log_std) * noise
+        log_prob = jax.vmap(gaussian_log_prob)(action, mean, log_std)
         env_keys = jax.random.split(env_key, config.num_envs)
-        # The env sees the clipped action; the update uses the unclipped sample's log-prob.
+        # The env sees the clipped (or squashed) action; the update uses the raw sample's
+        # log-prob (a squashing's Jacobian depends on the sample only: it cancels in the ratio).
         next_obs, env_state, reward, terminated, truncated, info = env_step(
-            env_keys, env_state, jnp.clip(action, low, high), env_params
+            env_keys, env_state, env_action(action), env_params
         )
         # Running discounted return for reward scaling, restarted at every episode end.
         returns = returns * config.gamma + reward
+        final, noise = info["final_observation"], noise if config.squash else None
         transition = Transition(
-            obs, action, log_prob, reward, terminated, truncated, info["final_observation"], returns
+            obs, action, noise, log_prob, reward, terminated, truncated, final, returns
         )
         returns = jnp.where(terminated | truncated, 0.0, returns)
         return (model, obs_stats, env_state, next_obs, returns, key), transition
 
-    def loss_fn(model: ActorCritic, batch: tuple[Array, ...]) -> tuple[Array, dict[str, Array]]:
-        obs, action, old_log_prob, old_values, advantages, returns = batch
-        mean = jax.vmap(model.actor)(obs)
+    def loss_fn(model: ActorCritic, batch: tuple[Array | None, ...]) -> tuple[Array, dict]:
+        obs, action, noise, old_log_prob, old_values, advantages, returns = batch
+        mean, log_std = jax.vmap(model.policy)(obs)
         values = jax.vmap(model.value)(obs)
-        log_prob = jax.vmap(gaussian_log_prob, in_axes=(0, 0, None))(action, mean, model.log_std)
+        log_prob = jax.vmap(gaussian_log_prob)(action, mean, log_std)
         if config.norm_adv:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         log_ratio = log_prob - old_log_prob
         pg_loss, clipfrac, approx_kl = policy_loss(log_ratio, advantages, config.clip_coef)
         v_loss = value_loss(values, old_values, returns, config.clip_coef, config.clip_vloss)
-        entropy = jnp.sum(model.log_std + 0.5 * jnp.log(2.0 * jnp.pi * jnp.e))  # Gaussian
+        entropy = jnp.mean(jnp.sum(log_std + 0.5 * jnp.log(2.0 * jnp.pi * jnp.e), -1))
+        if config.squash:  # plus the Jacobian at a reparametrised sample, as Brax estimates it
+            sample = mean + jnp.exp(log_std) * noise
+            entropy += jnp.mean(jax.vmap(tanh_log_det_jacobian)(sample))
         loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy
         stats = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy)
         return loss, {**stats, "approx_kl": approx_kl, "clipfrac": clipfrac}
@@ -372,11 +422,12 @@ def make_train(config: Config) -> trainer.Train:
         if config.norm_reward:
             return_stats = update_stats(return_stats, traj.discounted_return.reshape(-1))
             reward = jnp.clip(reward / jnp.sqrt(return_stats.var + 1e-8), -10.0, 10.0)
+        reward = reward * config.reward_scale
         # Normalised with the statistics the rollout used: exactly what the policy saw.
         both = norm(jnp.stack([traj.obs, traj.next_obs]), state.obs_stats)
         values, next_values = jax.vmap(jax.vmap(jax.vmap(state.model.value)))(both)
         advantages, targets = gae(reward, values, next_values, traj.terminated, traj.truncated)
-        batch = (both[0], traj.action, traj.log_prob, values, advantages, targets)
+        batch = (both[0], traj.action, traj.noise, traj.log_prob, values, advantages, targets)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         obs_stats = state.obs_stats
@@ -393,7 +444,8 @@ def make_train(config: Config) -> trainer.Train:
 
     def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
         """The mean action, on observations normalised with the frozen training statistics."""
-        return jnp.clip(jax.vmap(state.model.actor)(norm(obs, state.obs_stats)), low, high)
+        mean, _ = jax.vmap(state.model.policy)(norm(obs, state.obs_stats))
+        return env_action(mean)
 
     return trainer.Train.from_config(
         config,
@@ -406,9 +458,107 @@ def make_train(config: Config) -> trainer.Train:
     )
 
 
+# --- presets
+
+
 # Where the Pendulum defaults cannot serve: `--preset NAME`; other flags override.
 MOUNTAIN_CAR = dict(env="MountainCarContinuous-v0", gamma=0.99, learning_rate=1e-3)
 PRESETS = {"MountainCarContinuous-v0": MOUNTAIN_CAR}
+
+# Brax's PPO as MuJoCo Playground and Brax's notebook configure it (Brax 0.14.2's ppo.train and
+# default networks; docs/notes/playground-reference.md): a tanh-squashed Gaussian (std softplus
+# + 0.001) from a 4 x 32 swish policy, a 5 x 256 swish value net, running observation
+# normalisation, rewards scaled in the loss, Adam at a constant rate, no gradient clipping, GAE
+# lambda 0.95, clip 0.3, the value loss unclipped (Brax's 0.5 x 0.5 x squared error is canter's
+# vf_coef 0.5). A Brax update collects `num_envs` x (batch x minibatches / num_envs) unrolls of
+# `unroll` steps: here one rollout of that many steps per env. Deviations: orthogonal init
+# (Brax: LeCun uniform); GAE once per rollout across the unrolls (Brax recomputes it per
+# unroll in every minibatch, with the current value net); minibatches of shuffled transitions
+# (Brax: of whole unrolls, as many transitions); the entropy's squashing term at the rollout's
+# noise (Brax: a fresh draw); observations clipped to +-10 and their statistics updated after
+# the update (Brax: unclipped, before); truncation bootstraps (Brax gives a truncated step zero
+# advantage); greedy evaluation (Brax samples).
+BRAX_PPO = dict(
+    anneal_lr=False,
+    max_grad_norm=jnp.inf,
+    gae_lambda=0.95,
+    clip_coef=0.3,
+    clip_vloss=False,
+    norm_reward=False,
+    squash=True,
+    hidden_size=32,
+    num_layers=4,
+    critic_hidden_size=256,
+    critic_num_layers=5,
+    activation="swish",
+)
+# Playground's DM Control PPO (config/dm_control_suite_params.py, `brax_ppo_config`, v0.2.0
+# L22-60): 2,048 envs x 480 steps (16 unrolls of 30), 16 epochs of 32 minibatches (30,720
+# transitions), lr 1e-3, entropy 1e-2, gamma 0.995 (BallInCup, FingerSpin: 0.95), reward scale
+# 10. Budget: 90 updates = 88,473,600 env steps, what Brax runs when asked for 6e7 (180 updates
+# for AcrobotSwingup*, SwimmerSwimmer6 and WalkerRun, asked 1e8); 9 evaluations of 128 episodes.
+# Deviation: full 1,000-step episodes (Playground resets every env after each update).
+DM_CONTROL = dict(
+    BRAX_PPO,
+    total_timesteps=88_473_600,
+    eval_every=9_830_400,
+    num_eval_envs=128,
+    num_envs=2048,
+    num_steps=480,
+    learning_rate=1e-3,
+    update_epochs=16,
+    num_minibatches=32,
+    gamma=0.995,
+    ent_coef=1e-2,
+    reward_scale=10.0,
+)
+PRESETS |= {task: dict(DM_CONTROL, env=f"playground:{task}") for task in PLAYGROUND_TASKS}
+LONGER = ("AcrobotSwingup", "AcrobotSwingupSparse", "SwimmerSwimmer6", "WalkerRun")
+PRESETS |= {task: dict(PRESETS[task], total_timesteps=176_947_200) for task in LONGER}
+PRESETS |= {task: dict(PRESETS[task], gamma=0.95) for task in ("BallInCup", "FingerSpin")}
+# Brax's training notebook (notebooks/training.ipynb at 5294163, positional backend; it trains
+# hopper and walker2d with SAC): ant 4,096 envs x 80 steps (16 unrolls of 5), 4 epochs, gamma
+# 0.97, entropy 1e-2, reward scale 10; humanoid 2,048 x 160 (16 of 10), 8 epochs, 0.97, 1e-3,
+# 0.1; halfcheetah 2,048 x 160 (8 of 20), 8 epochs, 0.95, 1e-3, 1; all 32 minibatches, lr 3e-4,
+# 5e7 env steps asked (Brax runs 50,135,040; halfcheetah 56,033,280), 9 or 19 evaluations.
+BRAX = dict(BRAX_PPO, num_minibatches=32, learning_rate=3e-4, num_eval_envs=128)
+ANT = dict(
+    BRAX,
+    env="brax:ant",
+    total_timesteps=50_135_040,
+    eval_every=5_570_560,  # 17 updates
+    num_envs=4096,
+    num_steps=80,
+    update_epochs=4,
+    gamma=0.97,
+    ent_coef=1e-2,
+    reward_scale=10.0,
+)
+HUMANOID = dict(
+    BRAX,
+    env="brax:humanoid",
+    total_timesteps=50_135_040,
+    eval_every=5_570_560,  # 17 updates
+    num_envs=2048,
+    num_steps=160,
+    update_epochs=8,
+    gamma=0.97,
+    ent_coef=1e-3,
+    reward_scale=0.1,
+)
+HALFCHEETAH = dict(
+    BRAX,
+    env="brax:halfcheetah",
+    total_timesteps=56_033_280,
+    eval_every=2_949_120,  # 9 updates
+    num_envs=2048,
+    num_steps=160,
+    update_epochs=8,
+    gamma=0.95,
+    ent_coef=1e-3,
+    reward_scale=1.0,
+)
+PRESETS |= {"ant": ANT, "humanoid": HUMANOID, "halfcheetah": HALFCHEETAH}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

@@ -35,6 +35,7 @@ from canter.common.config import (
     pytree_config,
 )
 from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env, vector_step
+from canter.common.envs.registry import PLAYGROUND_TASKS
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "continuous"
@@ -46,7 +47,8 @@ class Config:
     env: str = "Pendulum-v1"
     """Environment (continuous actions): a gymnax id (Pendulum-v1, MountainCarContinuous-v0,
     ...), a registered name (yours: `register_env`), or `gymnasium:<id>` for any Gymnasium id
-    (gymnasium:HalfCheetah-v5, ...). See docs/environments.md."""
+    (gymnasium:HalfCheetah-v5, ...), or JAX physics: `playground:<Task>` (DM Control on MJX,
+    playground:CheetahRun, ...) and `brax:<name>` (brax:hopper, ...). See docs/environments.md."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1
@@ -79,8 +81,15 @@ class Config:
     """Tune the entropy temperature towards a target entropy of -action_dim."""
     alpha: Positive = 0.2
     """Entropy temperature when not autotuned (and its initial value when autotuned)."""
+    alpha_lr: NonNegative | None = None
+    """Adam learning rate of the temperature, if not `q_lr` (Brax: 3e-4)."""
+    target_entropy_scale: Positive = 1.0
+    """The tuned temperature aims at an entropy of -target_entropy_scale x action_dim (Brax:
+    0.5)."""
     hidden_size: PositiveInt = 64
     """Width of the two ReLU hidden layers (CleanRL: 256; 64 is ~8x faster on CPU)."""
+    q_layer_norm: bool = False
+    """LayerNorm after each hidden activation of the critics (Brax's `q_network_layer_norm`)."""
 
     @property
     def vector_steps_per_iteration(self) -> int:
@@ -105,20 +114,26 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # CleanRL's bounds on the policy's log std
 
 
 class MLP(eqx.Module):
-    """Two ReLU hidden layers; Equinox's default init (PyTorch's, as in CleanRL)."""
+    """Two ReLU hidden layers; Equinox's default init (PyTorch's, as in CleanRL); with
+    `layer_norm`, a LayerNorm after each hidden activation (Brax's MLP)."""
 
     layers: tuple[eqx.nn.Linear, ...]
+    norms: tuple[eqx.nn.LayerNorm, ...] | None
 
-    def __init__(self, in_size: int, out_size: int, hidden: int, key: PRNGKeyArray):
+    def __init__(
+        self, in_size: int, out_size: int, hidden: int, key: PRNGKeyArray, layer_norm: bool = False
+    ):
         keys = jax.random.split(key, 3)
         sizes = (in_size, hidden, hidden, out_size)
         self.layers = tuple(
             eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True)
         )
+        self.norms = (eqx.nn.LayerNorm(hidden), eqx.nn.LayerNorm(hidden)) if layer_norm else None
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
-        for layer in self.layers[:-1]:
+        for i, layer in enumerate(self.layers[:-1]):
             x = jax.nn.relu(layer(x))
+            x = x if self.norms is None else self.norms[i](x)
         return self.layers[-1](x)
 
 
@@ -143,8 +158,10 @@ class TwinCritic(eqx.Module):
 
     nets: MLP  # every leaf has a leading axis of 2
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray):
-        make = lambda k: MLP(obs_dim + action_dim, 1, hidden, k)  # noqa: E731
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray, norm: bool = False
+    ):
+        make = lambda k: MLP(obs_dim + action_dim, 1, hidden, k, norm)  # noqa: E731
         self.nets = eqx.filter_vmap(make)(jax.random.split(key, 2))
 
     def __call__(
@@ -295,10 +312,10 @@ def make_train(config: Config) -> trainer.Train:
     bound = lambda b: jnp.broadcast_to(jnp.asarray(b, jnp.float32), (action_dim,))  # noqa: E731
     low, high = bound(space.low), bound(space.high)
     scale, offset = (high - low) / 2.0, (high + low) / 2.0
-    target_entropy = -float(action_dim)  # SAC heuristic
+    target_entropy = -config.target_entropy_scale * action_dim  # SAC heuristic: scale 1
     reset = jax.vmap(env.reset, in_axes=(0, None))
-    actor_optimizer = optax.adam(config.policy_lr)
-    critic_optimizer = alpha_optimizer = optax.adam(config.q_lr)  # stateless: shared safely
+    actor_optimizer, critic_optimizer = optax.adam(config.policy_lr), optax.adam(config.q_lr)
+    alpha_optimizer = optax.adam(config.q_lr if config.alpha_lr is None else config.alpha_lr)
 
     def sample_actions(actor: Actor, obs: Array, key: PRNGKeyArray) -> tuple[Array, Array]:
         mean, log_std = jax.vmap(actor)(obs)
@@ -310,7 +327,9 @@ def make_train(config: Config) -> trainer.Train:
     def init(key: PRNGKeyArray) -> TrainState:
         actor_key, critic_key, env_key, key = jax.random.split(key, 4)
         actor = Actor(obs_dim, action_dim, config.hidden_size, actor_key)
-        critic = TwinCritic(obs_dim, action_dim, config.hidden_size, critic_key)
+        critic = TwinCritic(
+            obs_dim, action_dim, config.hidden_size, critic_key, config.q_layer_norm
+        )
         log_alpha = jnp.log(config.alpha) * jnp.ones(())
         obs, env_state = reset(jax.random.split(env_key, config.num_envs), env_params)
         zero_obs, zero_action = jnp.zeros(obs_dim), jnp.zeros(action_dim)
@@ -406,6 +425,9 @@ def make_train(config: Config) -> trainer.Train:
     )
 
 
+# --- presets
+
+
 # CleanRL's MuJoCo SAC, but the actor updated every step (CleanRL: twice every second step).
 MUJOCO = dict(
     total_timesteps=10**6,
@@ -417,6 +439,43 @@ MUJOCO = dict(
     hidden_size=256,
 )
 PRESETS = {task: dict(MUJOCO, env=f"gymnasium:{task}") for task in MUJOCO_TASKS}
+
+# Playground's DM Control SAC (config/dm_control_suite_params.py, `brax_sac_config`, v0.2.0
+# L111-150, as Brax 0.14.2's sac.train reads it; docs/notes/playground-reference.md): 128 envs,
+# 8 updates of batch 512 after each step of them, replay 4,194,304 with 8,192 transitions before
+# the first update, Adam lr 1e-3 (the temperature's 3e-4) from alpha 1 towards an entropy of
+# -0.5 x action_dim, gamma 0.99, tau 0.005, 256 x 256 ReLU networks, LayerNorm in the critics.
+# Budget: 5,000,960 env steps, Brax's count for the 5e6 asked (10,000,640 for Acrobot*, Finger*,
+# Hopper*, SwimmerSwimmer6, CheetahRun, HumanoidWalk and WalkerRun), 9 evaluations of 128
+# episodes. Deviations: uniform random actions before the first update (Brax: the initial
+# policy's); CleanRL's policy head (log std squashed into [-5, 2]; Brax: std softplus + 0.001),
+# update order (critic, actor on the new critic, temperature; Brax: temperature, critic, actor on
+# the old critic) and critic loss (the two critics' squared errors summed; Brax: half their mean,
+# the same step under Adam); no observation normalisation (Brax normalises; canter's SAC, like
+# CleanRL's, reads raw observations); truncated transitions bootstrap (Brax leaves them out of
+# the critic loss); greedy evaluation (Brax samples).
+DM_CONTROL = dict(
+    total_timesteps=5_000_960,
+    eval_every=554_752,  # 4,334 steps of the 128 envs
+    num_eval_envs=128,
+    num_envs=128,
+    buffer_size=4_194_304,
+    batch_size=512,
+    learning_starts=8_192,
+    train_frequency=16,  # 128 / 16 = 8 updates per step of the envs
+    policy_lr=1e-3,
+    q_lr=1e-3,
+    alpha=1.0,
+    alpha_lr=3e-4,
+    target_entropy_scale=0.5,
+    hidden_size=256,
+    q_layer_norm=True,
+)
+PRESETS |= {task: dict(DM_CONTROL, env=f"playground:{task}") for task in PLAYGROUND_TASKS}
+LONGER = ("AcrobotSwingup", "AcrobotSwingupSparse", "FingerSpin", "FingerTurnEasy")
+LONGER += ("FingerTurnHard", "HopperHop", "HopperStand", "SwimmerSwimmer6", "CheetahRun")
+LONGER += ("HumanoidWalk", "WalkerRun")
+PRESETS |= {task: dict(PRESETS[task], total_timesteps=10_000_640) for task in LONGER}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

@@ -46,7 +46,8 @@ class Config:
     env: str = "Pendulum-v1"
     """Environment (continuous actions): a gymnax id (Pendulum-v1, MountainCarContinuous-v0,
     ...), a registered name (yours: `register_env`), or `gymnasium:<id>` for any Gymnasium id
-    (gymnasium:HalfCheetah-v5, ...). See docs/environments.md."""
+    (gymnasium:HalfCheetah-v5, ...), or JAX physics: `playground:<Task>` (DM Control on MJX,
+    playground:CheetahRun, ...) and `brax:<name>` (brax:hopper, ...). See docs/environments.md."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1
@@ -114,20 +115,26 @@ class Config:
 
 # Copied from algorithms/sac.py::MLP
 class MLP(eqx.Module):
-    """Two ReLU hidden layers; Equinox's default init (PyTorch's, as in CleanRL)."""
+    """Two ReLU hidden layers; Equinox's default init (PyTorch's, as in CleanRL); with
+    `layer_norm`, a LayerNorm after each hidden activation (Brax's MLP)."""
 
     layers: tuple[eqx.nn.Linear, ...]
+    norms: tuple[eqx.nn.LayerNorm, ...] | None
 
-    def __init__(self, in_size: int, out_size: int, hidden: int, key: PRNGKeyArray):
+    def __init__(
+        self, in_size: int, out_size: int, hidden: int, key: PRNGKeyArray, layer_norm: bool = False
+    ):
         keys = jax.random.split(key, 3)
         sizes = (in_size, hidden, hidden, out_size)
         self.layers = tuple(
             eqx.nn.Linear(i, o, key=k) for i, o, k in zip(sizes[:-1], sizes[1:], keys, strict=True)
         )
+        self.norms = (eqx.nn.LayerNorm(hidden), eqx.nn.LayerNorm(hidden)) if layer_norm else None
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
-        for layer in self.layers[:-1]:
+        for i, layer in enumerate(self.layers[:-1]):
             x = jax.nn.relu(layer(x))
+            x = x if self.norms is None else self.norms[i](x)
         return self.layers[-1](x)
 
 
@@ -137,8 +144,10 @@ class TwinCritic(eqx.Module):
 
     nets: MLP  # every leaf has a leading axis of 2
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray):
-        make = lambda k: MLP(obs_dim + action_dim, 1, hidden, k)  # noqa: E731
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden: int, key: PRNGKeyArray, norm: bool = False
+    ):
+        make = lambda k: MLP(obs_dim + action_dim, 1, hidden, k, norm)  # noqa: E731
         self.nets = eqx.filter_vmap(make)(jax.random.split(key, 2))
 
     def __call__(
@@ -393,6 +402,9 @@ def make_train(config: Config) -> trainer.Train:
         env_params=env_params,
         env_steps_per_iteration=config.env_steps_per_iteration,
     )
+
+
+# --- presets
 
 
 # CleanRL's MuJoCo TD3 (td3_continuous_action.py): 256-unit networks, batch 256, buffer 1e6, 25,000

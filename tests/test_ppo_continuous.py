@@ -44,6 +44,41 @@ def test_gaussian_log_prob_matches_distrax():
     assert float(one) == pytest.approx(by_hand, rel=1e-6)
 
 
+def test_tanh_log_det_jacobian_is_exact_and_stable():
+    x = jnp.linspace(-3.0, 3.0, 7)
+    naive = jnp.sum(jnp.log(1.0 - jnp.tanh(x) ** 2))
+    np.testing.assert_allclose(pc.tanh_log_det_jacobian(x), naive, rtol=1e-5)
+    derivative = jax.vmap(jax.grad(jnp.tanh))(x)  # d tanh / dx, by autodiff
+    np.testing.assert_allclose(pc.tanh_log_det_jacobian(x), jnp.sum(jnp.log(derivative)), rtol=1e-5)
+    far = pc.tanh_log_det_jacobian(jnp.array([40.0, -40.0]))  # 1 - tanh^2 is 0 in float32 there
+    assert bool(jnp.isfinite(far)) and float(far) == pytest.approx(4 * (np.log(2) - 40), rel=1e-6)
+
+
+def test_squashed_policy_outputs_mean_and_a_floor_on_the_std():
+    config = dataclasses.replace(TINY, squash=True, hidden_size=8, num_layers=3)
+    model = pc.ActorCritic(3, 2, config, jax.random.key(0))
+    assert model.log_std is None and model.actor.layers[-1].weight.shape == (4, 8)
+    assert len(model.actor.layers) == 4  # three hidden layers, then mean and raw scale
+    raw = jnp.array([0.3, -0.2, -1e4, 2.0])  # the last layer's output: mean, then raw scale
+    model = eqx.tree_at(lambda m: m.actor, model, lambda obs: raw)
+    mean, log_std = model.policy(jnp.zeros(3))
+    np.testing.assert_allclose(mean, [0.3, -0.2])
+    std = jnp.exp(log_std)  # softplus(-1e4) = 0: the floor; softplus(2) + 0.001
+    np.testing.assert_allclose(std, [0.001, np.log1p(np.exp(2.0)) + 0.001], rtol=1e-5)
+
+
+def test_critic_sizes_and_activation_apart_from_the_actor():
+    config = dataclasses.replace(
+        TINY, hidden_size=4, num_layers=1, critic_hidden_size=6, critic_num_layers=3
+    )
+    model = pc.ActorCritic(3, 2, dataclasses.replace(config, activation="swish"), jax.random.key(1))
+    assert [w.weight.shape for w in model.actor.layers] == [(4, 3), (2, 4)]
+    assert [w.weight.shape for w in model.critic.layers] == [(6, 3), (6, 6), (6, 6), (1, 6)]
+    x = jnp.array([0.5, -1.0, 2.0])
+    hidden = jax.nn.swish(model.actor.layers[0](x))
+    np.testing.assert_allclose(model.actor(x), model.actor.layers[1](hidden), rtol=1e-6)
+
+
 def test_running_stats_match_numpy_over_all_batches():
     rng = np.random.default_rng(1)
     batches = [rng.normal(3.0, 2.0, size=(n, 2)).astype(np.float32) for n in (5, 40, 17)]
@@ -99,6 +134,19 @@ def test_time_limit_bootstraps_and_rewards_scale_by_return_std():
     v = float(values(state, [0.0])[0])
     assert v == pytest.approx(1 / (1 - gamma) / scale, abs=0.2)  # 6.41, in scaled units
     assert abs(v - 1.42 / scale) > 1.0  # the limit taken as a termination: 1.42 unscaled
+
+
+def test_squashed_policy_learns_interior_actions_and_scaled_rewards():
+    # Bounds [-2, 2]: the env gets 2 tanh(u); the best actions (o, -o / 2) are inside. Rewards
+    # x 10 change the values the critic learns, not the best action.
+    state, metrics = train_probe(
+        "ProbeTwoDimAction", steps=90, squash=True, norm_reward=False, reward_scale=10.0
+    )
+    obs = pc.normalize(jnp.array([[0.0], [1.0]]), state.obs_stats)
+    mean, _ = jax.vmap(state.model.policy)(obs)
+    np.testing.assert_allclose(2.0 * jnp.tanh(mean), [[0.0, 0.0], [1.0, -0.5]], atol=0.15)
+    assert float(metrics["eval"]["episodic_return"][-1]) > -0.05
+    assert -0.5 < float(jnp.mean(values(state, [0.0, 1.0]))) < 0.1  # about 10 x (-0.0x)
 
 
 def test_action_dependent_reward_and_frozen_statistics_at_evaluation():
@@ -159,12 +207,15 @@ def test_train_traces_once(traced):
     assert counts == {"step": 1, "act": 1}
 
 
-def test_unchanged_parameters_give_ratio_one():
+@pytest.mark.parametrize("squash", [False, True])
+def test_unchanged_parameters_give_ratio_one(squash):
     # With learning rate 0 every minibatch sees the rollout's parameters: the stored log-probs
-    # (of the unclipped actions, on the normalised observations) must come back.
-    train = pc.make_train(dataclasses.replace(TINY, learning_rate=0.0, env="ProbeTwoDimAction"))
+    # (of the unclipped or unsquashed actions, on the normalised observations) must come back.
+    config = dataclasses.replace(TINY, learning_rate=0.0, env="ProbeTwoDimAction", squash=squash)
+    train = pc.make_train(config)
     state = jax.jit(train.init)(jax.random.key(0))
-    state = eqx.tree_at(lambda s: s.model.log_std, state, jnp.full(2, 1.0))  # many clipped
+    if not squash:
+        state = eqx.tree_at(lambda s: s.model.log_std, state, jnp.full(2, 1.0))  # many clipped
     step = jax.jit(train.step)
     for i in range(2):
         state, metrics = step(state, i)
@@ -227,6 +278,29 @@ def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
     assert config["gamma"] == 0.98  # the flag wins over the preset
     shown = run_cli(repo_root, "--help").stdout
     assert "--preset MountainCarContinuous-v0" in shown and "--gamma 0.99" in shown
+
+
+def test_the_playground_and_brax_presets_are_brax_ppo_at_the_published_sizes():
+    """Playground's DM Control PPO and Brax's notebook PPO, as Brax counts its batches
+    (docs/notes/playground-reference.md): built, nothing compiled."""
+    cheetah = pc.Config(**pc.PRESETS["CheetahRun"])
+    assert cheetah.env == "playground:CheetahRun" and cheetah.batch_size == 2048 * 16 * 30
+    assert cheetah.batch_size // cheetah.num_minibatches == 1024 * 30  # Brax's minibatch
+    assert cheetah.num_iterations == 90 and cheetah.squash and not cheetah.norm_reward
+    assert (cheetah.gamma, cheetah.reward_scale, cheetah.clip_coef) == (0.995, 10.0, 0.3)
+    assert pc.Config(**pc.PRESETS["WalkerRun"]).num_iterations == 180
+    assert pc.Config(**pc.PRESETS["FingerSpin"]).gamma == 0.95
+    assert set(pc.PRESETS) >= {f"{task}" for task in pc.PLAYGROUND_TASKS}
+    train = pc.make_train(cheetah)
+    model = pc.ActorCritic(17, 6, cheetah, jax.random.key(0))
+    assert [w.weight.shape[0] for w in model.actor.layers] == [32] * 4 + [12]
+    assert [w.weight.shape[0] for w in model.critic.layers] == [256] * 5 + [1]
+    assert train.num_intervals == 9 and model.actor.activation == "swish"
+    for name, per_update in [("ant", 2048 * 32 * 5), ("humanoid", 1024 * 32 * 10)]:
+        config = pc.Config(**pc.PRESETS[name])
+        assert config.batch_size == per_update and config.num_iterations * per_update == 50_135_040
+    halfcheetah = pc.Config(**pc.PRESETS["halfcheetah"])
+    assert halfcheetah.batch_size == 512 * 32 * 20 and halfcheetah.num_iterations == 19 * 9
 
 
 # --- learning

@@ -60,6 +60,19 @@ def test_twin_critics_are_independent():
     assert q.shape == (2,) and float(q[0]) != float(q[1])
 
 
+def test_critic_layer_norm_follows_each_hidden_activation():
+    net = sac.MLP(4, 1, 8, jax.random.key(1), layer_norm=True)
+    assert [n.shape for n in net.norms] == [(8,), (8,)]
+    x = jnp.linspace(-1.0, 2.0, 4)
+    hidden = net.norms[0](jax.nn.relu(net.layers[0](x)))
+    hidden = net.norms[1](jax.nn.relu(net.layers[1](hidden)))
+    np.testing.assert_allclose(net(x), net.layers[2](hidden), rtol=1e-6)
+    plain = sac.MLP(4, 1, 8, jax.random.key(1))  # the same weights, no norms
+    assert plain.norms is None and jnp.array_equal(plain.layers[0].weight, net.layers[0].weight)
+    critic = sac.TwinCritic(3, 1, 8, jax.random.key(0), norm=True)
+    assert critic.nets.norms[0].weight.shape == (2, 8)  # one LayerNorm per critic
+
+
 # --- probes and replay contents
 
 
@@ -89,6 +102,16 @@ def test_probe_action_dependent_reward_uses_the_action_scale():
     mean, _ = jax.vmap(state.agent.actor)(jnp.array([[-1.5], [1.5]]))
     np.testing.assert_allclose(2.0 * jnp.tanh(mean[:, 0]), [-1.5, 1.5], atol=0.1)
     assert float(metrics["eval"]["episodic_return"][-1]) > -0.02
+
+
+def test_the_temperature_learns_at_its_own_rate():
+    config = probe_config("ProbeContinuousAction", total_timesteps=4 * 100, learning_starts=40)
+    frozen, _ = jax.jit(sac.make_train(dataclasses.replace(config, alpha_lr=0.0)))(
+        jax.random.key(0)
+    )
+    assert float(frozen.agent.log_alpha) == pytest.approx(math.log(config.alpha), abs=1e-7)
+    moving, _ = jax.jit(sac.make_train(config))(jax.random.key(0))  # alpha_lr None: q_lr
+    assert abs(float(moving.agent.log_alpha) - math.log(config.alpha)) > 1e-3
 
 
 def test_probe_time_limit_is_not_a_termination():
@@ -220,6 +243,22 @@ def test_bad_config_raises_config_error(overrides, needles):
 
 
 # --- learning
+
+
+def test_the_playground_preset_is_brax_sac_at_its_published_sizes():
+    """Playground's DM Control SAC as Brax counts it (docs/notes/playground-reference.md)."""
+    config = sac.Config(**sac.PRESETS["CartpoleBalance"])
+    assert config.env == "playground:CartpoleBalance" and config.updates_per_iteration == 8
+    assert config.env_steps_per_iteration == 128 and config.num_iterations == 39_070
+    assert (config.batch_size, config.buffer_size, config.learning_starts) == (512, 4_194_304, 8192)
+    assert (config.alpha, config.alpha_lr, config.target_entropy_scale) == (1.0, 3e-4, 0.5)
+    assert config.q_layer_norm and config.hidden_size == 256
+    for task in ("CheetahRun", "HopperHop", "FingerSpin", "AcrobotSwingupSparse", "WalkerRun"):
+        assert sac.Config(**sac.PRESETS[task]).total_timesteps == 10_000_640, task
+    assert sac.Config(**sac.PRESETS["WalkerWalk"]).total_timesteps == 5_000_960
+    train = sac.make_train(config)  # builds, compiles nothing
+    # Brax: 64 steps of the envs before the first update, then 9 x 4,334 between evaluations.
+    assert train.interval_iterations == 4_334 and train.num_intervals == 10
 
 
 @pytest.mark.learning
