@@ -1,5 +1,8 @@
 """The return of uniformly random valid actions: the baseline a learning result is set beside.
 
+Discrete actions are drawn uniformly among the valid ones, continuous ones uniformly in the
+action space's box.
+
 For each env, `--episodes` fresh episodes (canter's evaluation loop, `run_episodes`, with a
 policy that draws every action uniformly from the valid ones: `masking.random_action`, which
 reads the env's action mask where it has one). Writes `<out>/random_returns.json` (kept across
@@ -26,15 +29,19 @@ def random_return(env_name: str, episodes: int, seed: int = 0) -> dict:
     import jax
     import jax.numpy as jnp
     from canter.common.blocks.masking import random_action
-    from canter.common.envs import make_env
+    from canter.common.envs import action_kind, make_env
     from canter.common.run.evaluation import run_episodes
 
-    env, params = make_env(env_name, action="discrete")
-    num_actions = int(env.action_space(params).n)
+    env, params = make_env(env_name)
+    space = env.action_space(params)
+    discrete = action_kind(env, params) == "discrete"
 
     def policy(obs: jax.Array, key: jax.Array, mask: jax.Array | None = None) -> tuple:
         key, draw = jax.random.split(key)
-        return random_action(draw, mask, obs.shape[0], num_actions), key
+        if discrete:
+            return random_action(draw, mask, obs.shape[0], int(space.n)), key
+        shape = (obs.shape[0], *space.shape)  # uniform over the Box
+        return jax.random.uniform(draw, shape, minval=space.low, maxval=space.high), key
 
     def run(key: jax.Array) -> jax.Array:
         policy_key, env_key = jax.random.split(key)

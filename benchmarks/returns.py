@@ -20,6 +20,7 @@ IQM is the mean of the middle 50% of seeds, with a 95% percentile-bootstrap inte
 """
 
 import argparse
+import ast
 import dataclasses
 import importlib
 import json
@@ -118,7 +119,15 @@ def parse_overrides(config_cls: type, pairs: list[str]) -> dict:
             valid = ", ".join(fields)
             raise SystemExit(f"--set {pair}: expected FIELD=VALUE with FIELD one of: {valid}")
         kind = type(getattr(defaults, name))
-        overrides[name] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
+        if kind is bool:
+            overrides[name] = text.lower() in ("1", "true", "yes")
+        elif getattr(defaults, name) is None:  # an optional field: a number, else the text
+            try:
+                overrides[name] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                overrides[name] = text
+        else:
+            overrides[name] = kind(text)
     return overrides
 
 
@@ -202,13 +211,15 @@ def table(out: Path) -> str:
         low, high = r["iqm_ci95"]
         published, budget, source = reference(r["algo"], r["env"])  # the current list
         ref = f"{published:g} at {budget:,} ({source})" if published is not None else source
-        if r["env"] in CRAFTAX_MAX:  # the score as Craftax's README gives it: of the training
+        game = r["env"] if r["env"].startswith("craftax:") else f"craftax:{r['env']}"
+        if game in CRAFTAX_MAX:  # the score as Craftax's README gives it: of the training
             # return (the sampled policy), which is what Craftax_Baselines reports; greedy play
-            # on Craftax can fall below random actions (docs/notes/issue-25-design.md)
-            score = 100 * r["final_train_return_mean"] / CRAFTAX_MAX[r["env"]]
+            # on Craftax can fall below random actions (docs/notes/issue-25-design.md). A
+            # preset's row names its game without the prefix.
+            score = 100 * r["final_train_return_mean"] / CRAFTAX_MAX[game]
             ref = f"score {score:.1f}% of the maximum (final train return)"
-            if (r["algo"], r["env"]) in CRAFTAX_PUBLISHED:
-                score, at, whose = CRAFTAX_PUBLISHED[r["algo"], r["env"]]
+            if (r["algo"], game) in CRAFTAX_PUBLISHED:
+                score, at, whose = CRAFTAX_PUBLISHED[r["algo"], game]
                 ref += f"; published {score:g}% at {at:,} ({whose})"
         if (r["algo"], r["env"]) in ALSO:
             ref += f"; {ALSO[r['algo'], r['env']]}"

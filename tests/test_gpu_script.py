@@ -85,3 +85,43 @@ def test_tiny_run_writes_every_table_on_the_cpu(repo_root, tmp_path):
     for work in works:
         assert f"| {work}" in summary, work
     assert "skipped.txt" not in written
+
+
+def test_the_suites_script_refuses_an_unknown_step(repo_root):
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu_suites.sh", "--only", "minigrid"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "no step 'minigrid'" in done.stderr and "brax-hopper" in done.stderr
+
+
+@pytest.mark.slow  # six training programs compile (Craftax, MJX, Brax): minutes on 2 cores
+def test_the_suites_script_writes_a_row_per_run_on_the_cpu(repo_root, tmp_path):
+    """`gpu_suites.sh --tiny`: every step at tiny budgets on whatever device JAX has, a
+    returns row each (the Craftax rows with their score), no step skipped."""
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu_suites.sh", "--tiny", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=1800,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = (tmp_path / "returns" / "returns.md").read_text().splitlines()
+    for algo, env in [
+        ("ppo", "Craftax-Symbolic-v1"),
+        ("ppo_rnn", "Craftax-Symbolic-v1"),
+        ("ppo_continuous", "brax:hopper"),
+        ("sac", "brax:hopper"),
+        ("td3", "brax:hopper"),
+        ("ppo_continuous", "CartpoleBalance"),
+    ]:
+        row = next(r for r in rows if r.startswith(f"| {algo} | {env} |"))
+        if env.startswith("Craftax"):
+            assert "of the maximum (final train return)" in row, row
+    assert not (tmp_path / "skipped.txt").exists()

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The GPU rows of the JAX-native suites (issues 25 and 26), through benchmarks/returns.py, in
+# this order (the names are what --only takes):
+#   1. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
+#      steps, 4 seeds (the Craftax README's 1M table: PPO 2.2%, PPO-RNN 2.3%)
+#   2. brax-hopper: ppo_continuous, sac and td3 on brax:hopper, 1e6 env steps, one seed, in
+#      rejax's benchmark/hopper_1m.yaml settings as far as canter's flags reach them (rejax's
+#      figure, A100: PPO 2 min 14 s, SAC 7 min 57 s, TD3 6 min 15 s; differences in
+#      docs/notes/playground-reference.md section 5): the wall times go beside rejax's
+#   3. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
+#      (88,473,600 env steps), one seed
+# A step that would start after GPU_BUDGET_S seconds (default 600) is skipped and named in
+# skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
+#
+# It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
+#
+#   bash benchmarks/gpu_suites.sh                       # writes benchmarks/results/gpu/returns/
+#   bash benchmarks/gpu_suites.sh --only craftax
+#   bash benchmarks/gpu_suites.sh --tiny --out /tmp/suites   # tiny budgets, on any device
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=benchmarks/results/gpu
+tiny=0
+only=""
+steps="craftax brax-hopper dm-control"
+usage="usage: bash benchmarks/gpu_suites.sh [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
+while (($#)); do
+    case "$1" in
+        --tiny) tiny=1 ;;
+        --out) out="$2"; shift ;;
+        --only)
+            while (($# > 1)) && [[ "$2" != --* ]]; do
+                [[ " $steps " == *" $2 "* ]] || { echo "gpu_suites.sh: no step '$2'; $usage" >&2; exit 2; }
+                only="$only $2"
+                shift
+            done ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
+budget=${GPU_BUDGET_S:-600}
+python=${PYTHON:-python}
+
+if ! "$python" -c "import canter.algorithms" 2>/dev/null; then
+    shim=$(mktemp -d)
+    mkdir "$shim/canter"
+    ln -s "$PWD/algorithms" "$shim/canter/algorithms"
+    ln -s "$PWD/common" "$shim/canter/common"
+    export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
+fi
+"$python" - "$tiny" <<'EOF'
+import importlib.util
+import sys
+
+missing = [name for name in ("craftax", "mujoco_playground", "brax", "gymnax", "equinox")
+           if importlib.util.find_spec(name) is None]
+if missing:
+    sys.exit(f"gpu_suites.sh: missing {', '.join(missing)}: install benchmarks/requirements-gpu.txt")
+import jax
+
+device = jax.devices()[0]
+if device.platform != "gpu" and sys.argv[1] != "1":
+    sys.exit(f"gpu_suites.sh: jax sees no GPU (its first device is {device}); --tiny runs anywhere")
+print(f"gpu_suites.sh: jax {jax.__version__} on {device.device_kind}", flush=True)
+EOF
+
+rows="$out/returns"
+mkdir -p "$rows"
+rm -f "$out/skipped.txt"
+if ((tiny)); then
+    seeds=2
+    craftax="total_timesteps=4096 num_envs=64 num_steps=32 eval_every=4096 num_eval_envs=2"
+    hopper="total_timesteps=2048 eval_every=1024 num_eval_envs=2"
+    hopper_off="$hopper learning_starts=512 buffer_size=4096"
+    dm="total_timesteps=4096 num_envs=16 num_steps=128 eval_every=4096 num_eval_envs=2"
+else
+    seeds=4 craftax="" hopper="" hopper_off="" dm=""
+fi
+
+step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
+    local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
+    shift 5
+    if [[ -n "$only" && " $only " != *" $name "* ]]; then
+        return
+    fi
+    if ((SECONDS > budget)); then
+        echo "$name $algo $env: skipped, ${SECONDS} s in, past the ${budget} s budget" | tee -a "$out/skipped.txt"
+        return
+    fi
+    local start=$SECONDS flags=()
+    ((preset)) && flags+=(--presets)
+    (($#)) && flags+=(--set "$@")
+    echo "== $name: $algo $env" >&2
+    "$python" benchmarks/returns.py --algo "$algo" --envs "$env" --num-seeds "$num_seeds" \
+        --out "$rows" "${flags[@]}"
+    echo "== $name: $algo $env: $((SECONDS - start)) s" >&2
+}
+
+# shellcheck disable=SC2086  # the override lists split into words on purpose
+step craftax ppo Craftax-Symbolic-v1 "$seeds" 1 $craftax
+# shellcheck disable=SC2086
+step craftax ppo_rnn Craftax-Symbolic-v1 "$seeds" 1 $craftax
+# rejax's hopper_1m.yaml: PPO 32 envs x 32 steps, 9 epochs of 2 minibatches, lr 2.567e-4, grad
+# norm 1, gamma 0.995, tanh 64 x 64, no normalisation; SAC and TD3 128 envs with 128 updates per
+# step of them (its polyak 0.95 once per step of the envs is tau 0.0004 per update here).
+ppo_hopper="total_timesteps=1000000 eval_every=32768 num_eval_envs=20 num_envs=32 num_steps=32"
+ppo_hopper="$ppo_hopper update_epochs=9 num_minibatches=2 learning_rate=2.567e-4 anneal_lr=False"
+ppo_hopper="$ppo_hopper max_grad_norm=1.0 gamma=0.995 norm_obs=False norm_reward=False"
+sac_hopper="total_timesteps=1000000 eval_every=32768 num_eval_envs=20 num_envs=128 train_frequency=1"
+sac_hopper="$sac_hopper buffer_size=1000000 learning_starts=10000 batch_size=128 gamma=0.995"
+sac_hopper="$sac_hopper policy_lr=5.72e-4 q_lr=5.72e-4 tau=0.0004"
+td3_hopper="total_timesteps=1000000 eval_every=262144 num_eval_envs=20 num_envs=128 train_frequency=1"
+td3_hopper="$td3_hopper buffer_size=1048576 learning_starts=8192 batch_size=256 gamma=0.995"
+td3_hopper="$td3_hopper learning_rate=1.879e-4 tau=0.0004 exploration_noise=0.5 policy_noise=0.8"
+td3_hopper="$td3_hopper noise_clip=0.5 policy_frequency=3"
+# shellcheck disable=SC2086
+step brax-hopper ppo_continuous brax:hopper 1 0 $ppo_hopper $hopper
+# shellcheck disable=SC2086
+step brax-hopper sac brax:hopper 1 0 $sac_hopper $hopper_off
+# shellcheck disable=SC2086
+step brax-hopper td3 brax:hopper 1 0 $td3_hopper $hopper_off
+# shellcheck disable=SC2086
+step dm-control ppo_continuous CartpoleBalance 1 1 $dm
+echo "gpu_suites.sh: done in ${SECONDS} s, rows in $rows" >&2

@@ -1,0 +1,211 @@
+"""JAX physics on this machine: random-policy env steps/s of Playground and Brax envs across batch
+widths, against MuJoCo on the host, and the continuous presets against that ceiling.
+
+Ways of stepping `--envs` envs (each width in turn) with uniformly random actions, `--steps`
+steps per `lax.scan`, `--calls` scans in a row carrying the state, compile apart:
+
+- `canter`: `make_env(<env>)` stepped by `common.envs.vector_step`, what every algorithm runs
+  (resets from spares, common/envs/spares.py), for each JAX env in `--envs-jax`;
+- `no-reset`: the suite's own `step`, vmapped, episodes never reset: the simulator alone (a
+  fallen Brax hopper goes on lying there, in contact, which can cost more than standing);
+- `host`: `--env-host` (default `gymnasium:HalfCheetah-v5`, the `mujoco` extra) stepped on the
+  host inside the compiled step, as canter's algorithms step it (common/envs/host.py).
+
+With `--presets ALGO:PRESET ...`, each preset also trains for `--iterations` iterations (after
+one that compiles) and its env steps/s is set against the `canter` ceiling of its env and width.
+
+    python benchmarks/speed_physics.py                     # the table in docs/speed.md
+    python benchmarks/speed_physics.py --widths 16 --steps 4 --calls 1 --out /tmp/physics
+
+Writes <out>/speed_physics.md and .json (default out: benchmarks/results).
+"""
+
+import dataclasses
+import importlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
+
+from benchmarks import harness  # noqa: E402
+
+JAX_ENVS = (
+    "playground:CartpoleBalance",
+    "playground:CheetahRun",
+    "brax:hopper",
+    "brax:halfcheetah",
+)
+
+
+def make_runner(way: str, name: str, num_envs: int, num_steps: int):
+    """(init(key) -> state, run(state, key) -> (state, episodes ended)) for one way."""
+    import jax
+    import jax.numpy as jnp
+    from canter.common.envs import make_env, vector_step
+
+    env, params = make_env(name, action="continuous")
+    space = env.action_space(params)
+    low, high = jnp.asarray(space.low), jnp.asarray(space.high)
+    if way == "no-reset":  # the suite's own env and step (its reset through the adapter's)
+        bare = env.unwrapped
+        reset = jax.vmap(lambda key: bare.reset_inner(key, params)[1].inner)
+        step = jax.vmap(bare.physics.step)
+
+        def one(state, key):
+            actions = jax.random.uniform(key, (num_envs, *low.shape), minval=low, maxval=high)
+            state = step(state, actions)
+            return state, jnp.sum(state.done > 0)
+
+    else:
+        reset = jax.vmap(lambda key: env.reset(key, params)[1])
+        vstep = vector_step(env)
+
+        def one(state, key):
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.uniform(
+                action_key, (num_envs, *low.shape), minval=low, maxval=high
+            )
+            keys = jax.random.split(step_key, num_envs)
+            _, state, _, terminated, truncated, _ = vstep(keys, state, actions, params)
+            return state, jnp.sum(terminated | truncated)
+
+    def init(key):
+        return reset(jax.random.split(key, num_envs))
+
+    def run(state, key):
+        state, ended = jax.lax.scan(one, state, jax.random.split(key, num_steps))
+        return state, ended.sum()
+
+    return jax.jit(init), jax.jit(run)
+
+
+def measure(runner, num_envs: int, num_steps: int, calls: int, repeats: int) -> dict:
+    """Per round: env steps/s over `calls` scans, and the episodes that ended."""
+    import jax
+
+    init, run = runner
+    state = jax.block_until_ready(init(jax.random.key(0)))
+    tic = time.perf_counter()
+    state, _ = jax.block_until_ready(run(state, jax.random.key(1)))  # compiles
+    compile_s = time.perf_counter() - tic
+    rounds = []
+    for r in range(repeats):
+        ended, tic = 0, time.perf_counter()
+        for c in range(calls):
+            state, n = run(state, jax.random.fold_in(jax.random.key(2 + r), c))
+            ended += int(n)
+        seconds = time.perf_counter() - tic
+        steps = calls * num_steps * num_envs
+        rounds.append({"steps_per_s": steps / seconds, "ended": ended, "steps": steps})
+    return {"compile_s": compile_s, "rounds": rounds}
+
+
+def measure_preset(spec: str, iterations: int) -> dict:
+    """A preset's training env steps/s over `iterations` iterations, after one that compiles."""
+    import jax
+
+    algo, preset = spec.split(":", 1)
+    module = importlib.import_module(f"canter.algorithms.{algo}")
+    config = dataclasses.replace(module.Config(), **module.PRESETS[preset])
+    train = module.make_train(config)
+    state = jax.block_until_ready(jax.jit(train.init)(jax.random.key(0)))
+    step = jax.jit(train.step)
+    tic = time.perf_counter()
+    state, _ = jax.block_until_ready(step(state, 0))  # compiles
+    compile_s = time.perf_counter() - tic
+    tic = time.perf_counter()
+    for i in range(iterations):
+        state, _ = step(state, i + 1)
+    jax.block_until_ready(state)
+    seconds = time.perf_counter() - tic
+    steps = iterations * train.env_steps_per_iteration
+    return {
+        "env": config.env,
+        "num_envs": config.num_envs,
+        "steps_per_s": steps / seconds,
+        "compile_s": compile_s,
+        "iterations": iterations,
+    }
+
+
+def median(result: dict) -> float:
+    return statistics.median(r["steps_per_s"] for r in result["rounds"])
+
+
+def render(record: dict) -> str:
+    args, results = record["args"], record["results"]
+    widths = args["widths"]
+    lines = [
+        "| env (random actions) | way | "
+        + " | ".join(f"{w} envs" for w in widths)
+        + " | compile (s, widest) |",
+        "|---|---|" + "---:|" * (len(widths) + 1),
+    ]
+    for key, by_width in results.items():
+        name, way = key.split(" | ")
+        cells = [f"{median(by_width[str(w)]):,.0f}" if str(w) in by_width else "" for w in widths]
+        widest = by_width[str(max(int(w) for w in by_width))]
+        lines.append(f"| {name} | {way} | {' | '.join(cells)} | {widest['compile_s']:.0f} |")
+    lines += [
+        "",
+        f"Env steps/s, median over {args['repeats']} rounds of {args['calls']} scans of "
+        f"{args['steps']} steps. Machine: {record['machine']}.",
+    ]
+    if record.get("presets"):
+        lines += [
+            "",
+            "| preset | env | envs | training env steps/s | random-policy ceiling | share | "
+            "compile (s) |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for spec, p in record["presets"].items():
+            ceiling = results.get(f"{p['env']} | canter", {}).get(str(p["num_envs"]))
+            cell = f"{median(ceiling):,.0f}" if ceiling else "not measured"
+            share = f"{p['steps_per_s'] / median(ceiling):.2f}" if ceiling else ""
+            lines.append(
+                f"| {spec} | {p['env']} | {p['num_envs']} | {p['steps_per_s']:,.0f} | {cell} "
+                f"| {share} | {p['compile_s']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--envs-jax", nargs="+", default=list(JAX_ENVS))
+    parser.add_argument("--env-host", default="gymnasium:HalfCheetah-v5")
+    parser.add_argument("--widths", nargs="+", type=int, default=[16, 64, 256, 1024])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument("--ways", nargs="+", choices=("canter", "no-reset", "host"))
+    parser.add_argument("--presets", nargs="*", default=[], help="ALGO:PRESET ...")
+    parser.add_argument("--iterations", type=int, default=1)
+    args = parser.parse_args()
+    ways = args.ways or ["canter", "no-reset", "host"]
+    jobs = [(name, way) for name in args.envs_jax for way in ways if way != "host"]
+    jobs += [(args.env_host, "host")] if "host" in ways else []
+    results: dict = {}
+    for name, way in jobs:
+        for width in args.widths:
+            runner = make_runner(way, name, width, args.steps)
+            result = measure(runner, width, args.steps, args.calls, args.repeats)
+            results.setdefault(f"{name} | {way}", {})[str(width)] = result
+            print(f"  {name} {way} {width} envs: {median(result):,.0f} env steps/s", flush=True)
+    presets = {spec: measure_preset(spec, args.iterations) for spec in args.presets}
+    for spec, p in presets.items():
+        print(f"  {spec}: {p['steps_per_s']:,.0f} env steps/s", flush=True)
+    record = {
+        "machine": harness.machine(),
+        "args": vars(args) | {"out": str(args.out)},
+        "results": results,
+        "presets": presets,
+    }
+    harness.write(args.out / "speed_physics.json", json.dumps(record, indent=1))
+    harness.write(args.out / "speed_physics.md", render(record))
+    print(render(record))
+
+
+if __name__ == "__main__":
+    main()
