@@ -20,6 +20,7 @@ def short(params, limit: int):
     return physics.PhysicsParams(limit)
 
 
+@pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores
 @pytest.mark.parametrize("name, obs_size, action_size", [(CARTPOLE, 5, 1), (HOPPER, 11, 3)])
 def test_spaces_and_a_gymnax_step(name, obs_size, action_size):
     env, params = make_env(name, action="continuous")
@@ -42,6 +43,7 @@ def test_spaces_and_a_gymnax_step(name, obs_size, action_size):
     assert int(base_state(state).state.time) == 1
 
 
+@pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores
 def test_the_episode_limit_is_a_truncation_and_the_next_episode_starts_in_the_spare():
     env, params = make_env(CARTPOLE)
     params = short(params, 3)
@@ -60,6 +62,7 @@ def test_the_episode_limit_is_a_truncation_and_the_next_episode_starts_in_the_sp
     assert float(state.returned_length) == 3  # episode statistics see the end
 
 
+@pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores
 def test_a_fallen_hopper_terminates_and_is_not_truncated():
     env, params = make_env(HOPPER)
     step = jax.jit(env.step)
@@ -78,6 +81,7 @@ def test_a_fallen_hopper_terminates_and_is_not_truncated():
     assert height < 0.7 or abs(float(info["final_observation"][1])) > 0.2
 
 
+@pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores
 def test_every_env_of_a_batch_restarts_from_the_spare_it_drew_first():
     env, params = make_env(CARTPOLE)
     params = short(params, 2)
@@ -163,6 +167,7 @@ def test_the_registry_imports_the_suites_only_to_build_their_envs(repo_root):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores
 def test_a_physics_state_survives_a_checkpoint(tmp_path):
     from canter.common.run import checkpoint
 
