@@ -60,28 +60,9 @@ done
 budget=${GPU_BUDGET_S:-420}
 python=${PYTHON:-python}
 
-if ! "$python" -c "import canter.algorithms" 2>/dev/null; then
-    shim=$(mktemp -d)
-    mkdir "$shim/canter"
-    ln -s "$PWD/algorithms" "$shim/canter/algorithms"
-    ln -s "$PWD/common" "$shim/canter/common"
-    export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
-fi
-"$python" - "$tiny" <<'EOF'
-import importlib.util
-import sys
-
-missing = [name for name in ("gymnax", "distrax", "tyro", "rejax", "equinox", "optax")
-           if importlib.util.find_spec(name) is None]
-if missing:
-    sys.exit(f"gpu.sh: missing {', '.join(missing)}: install benchmarks/requirements-gpu.txt")
-import jax
-
-device = jax.devices()[0]
-if device.platform != "gpu" and sys.argv[1] != "1":
-    sys.exit(f"gpu.sh: jax sees no GPU (its first device is {device}); --tiny runs anywhere")
-print(f"gpu.sh: jax {jax.__version__} on {device.device_kind}", flush=True)
-EOF
+# shellcheck source=benchmarks/gpu_setup.sh
+. benchmarks/gpu_setup.sh
+gpu_setup gpu.sh "$tiny" gymnax distrax tyro rejax equinox optax
 
 if ((tiny)); then
     repeats=1 ppo_seeds="1 2" minatar_iterations=2 cartpole_seeds="1 2" cartpole_iterations=4

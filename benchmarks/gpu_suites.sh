@@ -9,8 +9,8 @@
 #      docs/notes/playground-reference.md section 5): the wall times go beside rejax's
 #   3. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
 #      (88,473,600 env steps), one seed
-# A step that would start after GPU_BUDGET_S seconds (default 600) is skipped and named in
-# skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
+# A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
+# and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
 #
 # It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
 #
@@ -40,30 +40,14 @@ while (($#)); do
     shift
 done
 budget=${GPU_BUDGET_S:-600}
+if ((tiny)) && [[ -z "${GPU_BUDGET_S:-}" ]]; then
+    budget=1000000000  # a tiny run on a CPU takes what it takes
+fi
 python=${PYTHON:-python}
 
-if ! "$python" -c "import canter.algorithms" 2>/dev/null; then
-    shim=$(mktemp -d)
-    mkdir "$shim/canter"
-    ln -s "$PWD/algorithms" "$shim/canter/algorithms"
-    ln -s "$PWD/common" "$shim/canter/common"
-    export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
-fi
-"$python" - "$tiny" <<'EOF'
-import importlib.util
-import sys
-
-missing = [name for name in ("craftax", "mujoco_playground", "brax", "gymnax", "equinox")
-           if importlib.util.find_spec(name) is None]
-if missing:
-    sys.exit(f"gpu_suites.sh: missing {', '.join(missing)}: install benchmarks/requirements-gpu.txt")
-import jax
-
-device = jax.devices()[0]
-if device.platform != "gpu" and sys.argv[1] != "1":
-    sys.exit(f"gpu_suites.sh: jax sees no GPU (its first device is {device}); --tiny runs anywhere")
-print(f"gpu_suites.sh: jax {jax.__version__} on {device.device_kind}", flush=True)
-EOF
+# shellcheck source=benchmarks/gpu_setup.sh
+. benchmarks/gpu_setup.sh
+gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
 
 rows="$out/returns"
 mkdir -p "$rows"

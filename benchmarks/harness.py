@@ -185,6 +185,27 @@ def random_policy(env_name: str, num_envs: int, num_steps: int, iterations: int)
 # --- rounds, ratios, tables
 
 
+def scan_rounds(init: Callable, run: Callable, steps: int, calls: int, repeats: int) -> dict:
+    """Time a stepping loop: `init(key) -> state`, then `run(state, key) -> (state, ended)` (a
+    jitted scan of `steps` env steps, summed over its batch) once to compile, then `repeats`
+    rounds of `calls` calls carrying the state. Per round: env steps/s and episodes ended."""
+    import jax
+
+    state = jax.block_until_ready(init(jax.random.key(0)))
+    tic = time.perf_counter()
+    state, _ = jax.block_until_ready(run(state, jax.random.key(1)))  # compiles
+    compile_s = time.perf_counter() - tic
+    out = []
+    for r in range(repeats):
+        ended, tic = 0, time.perf_counter()
+        for c in range(calls):
+            state, n = run(state, jax.random.fold_in(jax.random.key(2 + r), c))
+            ended += int(n)
+        seconds = time.perf_counter() - tic
+        out.append({"steps_per_s": calls * steps / seconds, "ended": ended, "steps": calls * steps})
+    return {"compile_s": compile_s, "rounds": out}
+
+
 def rounds(
     repeats: int, impls: Sequence[str], run: Callable[[str], dict], say: Callable, label: str = ""
 ) -> list[dict]:

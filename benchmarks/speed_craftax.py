@@ -23,7 +23,6 @@ Writes <out>/speed_craftax.md and .json (default out: benchmarks/results).
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
@@ -84,23 +83,8 @@ def make_runner(way: str, game: str, num_envs: int, num_steps: int):
 
 def measure(way: str, game: str, num_envs: int, num_steps: int, calls: int, repeats: int):
     """Per round: env steps/s over `calls` scans and the episodes that ended."""
-    import jax
-
     init, run = make_runner(way, game, num_envs, num_steps)
-    state = jax.block_until_ready(init(jax.random.key(0)))
-    tic = time.perf_counter()
-    state, _ = jax.block_until_ready(run(state, jax.random.key(1)))  # compiles
-    compile_s = time.perf_counter() - tic
-    out = []
-    for r in range(repeats):
-        ended, tic = 0, time.perf_counter()
-        for c in range(calls):
-            state, n = run(state, jax.random.fold_in(jax.random.key(2 + r), c))
-            ended += int(n)
-        seconds = time.perf_counter() - tic
-        steps = calls * num_steps * num_envs
-        out.append({"steps_per_s": steps / seconds, "ended": ended, "steps": steps})
-    return {"compile_s": compile_s, "rounds": out}
+    return harness.scan_rounds(init, run, num_envs * num_steps, calls, repeats)
 
 
 def main() -> None:

@@ -82,27 +82,6 @@ def make_runner(way: str, name: str, num_envs: int, num_steps: int):
     return jax.jit(init), jax.jit(run)
 
 
-def measure(runner, num_envs: int, num_steps: int, calls: int, repeats: int) -> dict:
-    """Per round: env steps/s over `calls` scans, and the episodes that ended."""
-    import jax
-
-    init, run = runner
-    state = jax.block_until_ready(init(jax.random.key(0)))
-    tic = time.perf_counter()
-    state, _ = jax.block_until_ready(run(state, jax.random.key(1)))  # compiles
-    compile_s = time.perf_counter() - tic
-    rounds = []
-    for r in range(repeats):
-        ended, tic = 0, time.perf_counter()
-        for c in range(calls):
-            state, n = run(state, jax.random.fold_in(jax.random.key(2 + r), c))
-            ended += int(n)
-        seconds = time.perf_counter() - tic
-        steps = calls * num_steps * num_envs
-        rounds.append({"steps_per_s": steps / seconds, "ended": ended, "steps": steps})
-    return {"compile_s": compile_s, "rounds": rounds}
-
-
 def measure_preset(spec: str, iterations: int) -> dict:
     """A preset's training env steps/s over `iterations` iterations, after one that compiles."""
     import jax
@@ -189,8 +168,8 @@ def main() -> None:
     results: dict = {}
     for name, way in jobs:
         for width in args.widths:
-            runner = make_runner(way, name, width, args.steps)
-            result = measure(runner, width, args.steps, args.calls, args.repeats)
+            init, run = make_runner(way, name, width, args.steps)
+            result = harness.scan_rounds(init, run, width * args.steps, args.calls, args.repeats)
             results.setdefault(f"{name} | {way}", {})[str(width)] = result
             print(f"  {name} {way} {width} envs: {median(result):,.0f} env steps/s", flush=True)
     presets = {spec: measure_preset(spec, args.iterations) for spec in args.presets}
