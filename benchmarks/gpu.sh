@@ -42,26 +42,12 @@ out=benchmarks/results/gpu
 tiny=0
 only=""
 steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner"
-usage="usage: bash benchmarks/gpu.sh [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
-while (($#)); do
-    case "$1" in
-        --tiny) tiny=1 ;;
-        --out) out="$2"; shift ;;
-        --only)
-            while (($# > 1)) && [[ "$2" != --* ]]; do
-                [[ " $steps " == *" $2 "* ]] || { echo "gpu.sh: no step '$2'; $usage" >&2; exit 2; }
-                only="$only $2"
-                shift
-            done ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-    shift
-done
+# shellcheck source=benchmarks/gpu_setup.sh
+. benchmarks/gpu_setup.sh
+gpu_args gpu.sh "$@"
 budget=${GPU_BUDGET_S:-420}
 python=${PYTHON:-python}
 
-# shellcheck source=benchmarks/gpu_setup.sh
-. benchmarks/gpu_setup.sh
 gpu_setup gpu.sh "$tiny" gymnax distrax tyro rejax equinox optax
 
 if ((tiny)); then

@@ -1,7 +1,30 @@
-# Sourced by benchmarks/gpu.sh and gpu_suites.sh: put the checkout on the path when canter is not
-# installed, and check that jax sees a GPU (anything goes with --tiny) and that the packages
-# the script needs are there.
-#   gpu_setup SCRIPT_NAME TINY(0/1) MODULE...   (uses $python)
+# Sourced by benchmarks/gpu.sh and gpu_suites.sh.
+#
+#   gpu_args SCRIPT_NAME "$@"   (uses $steps): sets out, tiny and only from --out DIR, --tiny
+#       and --only STEP..., refusing an unknown step or flag with exit 2
+#   gpu_setup SCRIPT_NAME TINY(0/1) MODULE...   (uses $python): puts the checkout on the path
+#       when canter is not installed, checks that the packages are there and that jax sees a
+#       GPU (anything goes with --tiny)
+gpu_args() {
+    local name=$1
+    shift
+    local usage="usage: bash benchmarks/$name [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
+    while (($#)); do
+        case "$1" in
+            --tiny) tiny=1 ;;
+            --out) out="$2"; shift ;;
+            --only)
+                while (($# > 1)) && [[ "$2" != --* ]]; do
+                    [[ " $steps " == *" $2 "* ]] || { echo "$name: no step '$2'; $usage" >&2; exit 2; }
+                    only="$only $2"
+                    shift
+                done ;;
+            *) echo "$usage" >&2; exit 2 ;;
+        esac
+        shift
+    done
+}
+
 gpu_setup() {
     local name=$1 tiny=$2
     shift 2

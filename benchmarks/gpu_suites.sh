@@ -24,29 +24,15 @@ out=benchmarks/results/gpu
 tiny=0
 only=""
 steps="craftax brax-hopper dm-control"
-usage="usage: bash benchmarks/gpu_suites.sh [--tiny] [--out DIR] [--only STEP...] (steps: $steps)"
-while (($#)); do
-    case "$1" in
-        --tiny) tiny=1 ;;
-        --out) out="$2"; shift ;;
-        --only)
-            while (($# > 1)) && [[ "$2" != --* ]]; do
-                [[ " $steps " == *" $2 "* ]] || { echo "gpu_suites.sh: no step '$2'; $usage" >&2; exit 2; }
-                only="$only $2"
-                shift
-            done ;;
-        *) echo "$usage" >&2; exit 2 ;;
-    esac
-    shift
-done
+# shellcheck source=benchmarks/gpu_setup.sh
+. benchmarks/gpu_setup.sh
+gpu_args gpu_suites.sh "$@"
 budget=${GPU_BUDGET_S:-600}
 if ((tiny)) && [[ -z "${GPU_BUDGET_S:-}" ]]; then
     budget=1000000000  # a tiny run on a CPU takes what it takes
 fi
 python=${PYTHON:-python}
 
-# shellcheck source=benchmarks/gpu_setup.sh
-. benchmarks/gpu_setup.sh
 gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
 
 rows="$out/returns"
