@@ -18,12 +18,12 @@
 #      jitted interval programs with and without vmap, the runner's two programs in a plain
 #      loop, the runner (runner_split.py; three rounds, whatever --repeats)
 # then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
-# rounds each. A step that would start after GPU_BUDGET_S seconds (default 420) is skipped and
-# named in skipped.txt: run it later with --only (results of earlier steps stay in the
-# directory). On an H100 a fresh process costs 5-8 s before it compiles and a cold compile of
-# PPO MinAtar 15-20 s, so the workers share a persistent compilation cache (a temporary
-# directory; BENCH_COMPILE_CACHE=DIR names another): compile times after a program's first
-# round are cache hits. Run times are unaffected.
+# rounds each. A step that would start after GPU_BUDGET_S seconds (default 420; none with --tiny
+# unless it is set) is skipped and named in skipped.txt: run it later with --only (results of
+# earlier steps stay in the directory). On an H100 a fresh process costs 5-8 s before it
+# compiles and a cold compile of PPO MinAtar 15-20 s, so the workers share a persistent
+# compilation cache (a temporary directory; BENCH_COMPILE_CACHE=DIR names another): compile
+# times after a program's first round are cache hits. Run times are unaffected.
 #
 # It installs nothing: it needs a CUDA build of jax (0.10 or 0.11) and the packages listed in
 # benchmarks/requirements-gpu.txt (canter's own dependencies and rejax), installed ahead of time.
@@ -46,6 +46,9 @@ steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minata
 . benchmarks/gpu_setup.sh
 gpu_args gpu.sh "$@"
 budget=${GPU_BUDGET_S:-420}
+if ((tiny)) && [[ -z "${GPU_BUDGET_S:-}" ]]; then
+    budget=1000000000  # a tiny run on a CPU takes what it takes (CI's 2 cores passed 420 s)
+fi
 python=${PYTHON:-python}
 
 gpu_setup gpu.sh "$tiny" gymnax distrax tyro rejax equinox optax

@@ -63,7 +63,7 @@ def test_script_refuses_an_unknown_step_before_running_anything(repo_root):
     assert "no step 'ppo-atari'" in done.stderr and "dqn-minatar" in done.stderr
 
 
-@pytest.mark.slow  # about 25 fresh processes that compile: 3 minutes on 2 cores
+@pytest.mark.slow  # about 25 fresh processes that compile: 3-7 minutes on 2 cores
 def test_tiny_run_writes_every_table_on_the_cpu(repo_root, tmp_path):
     """`gpu.sh --tiny` runs every step at tiny sizes on whatever device JAX has and writes each
     step's results and the summary, with a row for every work it ran."""
