@@ -71,19 +71,9 @@ step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py 
 step craftax ppo Craftax-Symbolic-v1 "$seeds" 1 $craftax
 # shellcheck disable=SC2086
 step craftax ppo_rnn Craftax-Symbolic-v1 "$seeds" 1 $craftax
-# rejax's hopper_1m.yaml: PPO 32 envs x 32 steps, 9 epochs of 2 minibatches, lr 2.567e-4, grad
-# norm 1, gamma 0.995, tanh 64 x 64, no normalisation; SAC and TD3 128 envs with 128 updates per
-# step of them (its polyak 0.95 once per step of the envs is tau 0.0004 per update here).
-ppo_hopper="total_timesteps=1000000 eval_every=32768 num_eval_envs=20 num_envs=32 num_steps=32"
-ppo_hopper="$ppo_hopper update_epochs=9 num_minibatches=2 learning_rate=2.567e-4 anneal_lr=False"
-ppo_hopper="$ppo_hopper max_grad_norm=1.0 gamma=0.995 norm_obs=False norm_reward=False"
-sac_hopper="total_timesteps=1000000 eval_every=32768 num_eval_envs=20 num_envs=128 train_frequency=1"
-sac_hopper="$sac_hopper buffer_size=1000000 learning_starts=10000 batch_size=128 gamma=0.995"
-sac_hopper="$sac_hopper policy_lr=5.72e-4 q_lr=5.72e-4 tau=0.0004"
-td3_hopper="total_timesteps=1000000 eval_every=262144 num_eval_envs=20 num_envs=128 train_frequency=1"
-td3_hopper="$td3_hopper buffer_size=1048576 learning_starts=8192 batch_size=256 gamma=0.995"
-td3_hopper="$td3_hopper learning_rate=1.879e-4 tau=0.0004 exploration_noise=0.5 policy_noise=0.8"
-td3_hopper="$td3_hopper noise_clip=0.5 policy_frequency=3"
+# rejax's hopper_1m.yaml settings: ppo_hopper, sac_hopper, td3_hopper
+# shellcheck source=benchmarks/physics_settings.sh
+. benchmarks/physics_settings.sh
 # shellcheck disable=SC2086
 step brax-hopper ppo_continuous brax:hopper 1 0 $ppo_hopper $hopper
 # shellcheck disable=SC2086

@@ -11,11 +11,17 @@ steps per `lax.scan`, `--calls` scans in a row carrying the state, compile apart
 - `host`: `--env-host` (default `gymnasium:HalfCheetah-v5`, the `mujoco` extra) stepped on the
   host inside the compiled step, as canter's algorithms step it (common/envs/host.py).
 
-With `--presets ALGO:PRESET ...`, each preset also trains for `--iterations` iterations (after
-one that compiles) and its env steps/s is set against the `canter` ceiling of its env and width.
+With `--presets ALGO:PRESET[:FIELD=VALUE,...] ...`, each preset (with those fields changed, e.g.
+`num_steps=30`: one unroll of a PPO preset's 16, the same work per env step) also trains for at
+least `--iterations` iterations and 10 s (after one that compiles, and an off-policy preset's
+warm-up) and its env steps/s is set against the `canter` ceiling of its env and width, measured
+for it when `--widths` and `--envs-jax` leave that out.
 
     python benchmarks/speed_physics.py                     # the table in docs/speed.md
     python benchmarks/speed_physics.py --widths 16 --steps 4 --calls 1 --out /tmp/physics
+    python benchmarks/speed_physics.py --ways canter --envs-jax playground:CheetahRun \\
+        --widths 128 1024 --steps 16 --out benchmarks/results/physics_presets --presets \\
+        ppo_continuous:CheetahRun:num_steps=30,num_envs=1024 sac:CheetahRun ppo_continuous:ant
 
 Writes <out>/speed_physics.md and .json (default out: benchmarks/results).
 """
@@ -30,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
 
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness, returns  # noqa: E402
 
 JAX_ENVS = (
     "playground:CartpoleBalance",
@@ -83,30 +89,37 @@ def make_runner(way: str, name: str, num_envs: int, num_steps: int):
 
 
 def measure_preset(spec: str, iterations: int) -> dict:
-    """A preset's training env steps/s over `iterations` iterations, after one that compiles."""
+    """`ALGO:PRESET[:FIELD=VALUE,...]`'s training env steps/s over at least `iterations`
+    iterations and 10 s, after one that compiles and, for off-policy presets, the warm-up
+    iterations that fill the buffer without updates."""
     import jax
 
-    algo, preset = spec.split(":", 1)
+    algo, preset, *rest = spec.split(":")
     module = importlib.import_module(f"canter.algorithms.{algo}")
-    config = dataclasses.replace(module.Config(), **module.PRESETS[preset])
+    overrides = returns.parse_overrides(module.Config, rest[0].split(",") if rest else [])
+    config = dataclasses.replace(module.Config(), **{**module.PRESETS[preset], **overrides})
     train = module.make_train(config)
+    per_iteration = train.env_steps_per_iteration
     state = jax.block_until_ready(jax.jit(train.init)(jax.random.key(0)))
-    step = jax.jit(train.step)
+    step = jax.jit(train.step, donate_argnums=0)  # as the runner's interval: in place
     tic = time.perf_counter()
     state, _ = jax.block_until_ready(step(state, 0))  # compiles
     compile_s = time.perf_counter() - tic
-    tic = time.perf_counter()
-    for i in range(iterations):
-        state, _ = step(state, i + 1)
-    jax.block_until_ready(state)
+    first = max(1, -(-getattr(config, "learning_starts", 0) // per_iteration))
+    for i in range(1, first):
+        state, _ = step(state, i)
+    done, tic = 0, time.perf_counter()
+    while done < iterations or time.perf_counter() - tic < 10.0:
+        state, _ = jax.block_until_ready(step(state, first + done))
+        done += 1
     seconds = time.perf_counter() - tic
-    steps = iterations * train.env_steps_per_iteration
     return {
         "env": config.env,
         "num_envs": config.num_envs,
-        "steps_per_s": steps / seconds,
+        "overrides": overrides,
+        "steps_per_s": done * per_iteration / seconds,
         "compile_s": compile_s,
-        "iterations": iterations,
+        "iterations": done,
     }
 
 
@@ -124,6 +137,8 @@ def render(record: dict) -> str:
         "|---|---|" + "---:|" * (len(widths) + 1),
     ]
     for key, by_width in results.items():
+        if not any(str(w) in by_width for w in widths):
+            continue  # only a preset's own ceiling, in the presets' table
         name, way = key.split(" | ")
         cells = [f"{median(by_width[str(w)]):,.0f}" if str(w) in by_width else "" for w in widths]
         widest = by_width[str(max(int(w) for w in by_width))]
@@ -144,9 +159,11 @@ def render(record: dict) -> str:
             ceiling = results.get(f"{p['env']} | canter", {}).get(str(p["num_envs"]))
             cell = f"{median(ceiling):,.0f}" if ceiling else "not measured"
             share = f"{p['steps_per_s'] / median(ceiling):.2f}" if ceiling else ""
+            algo, preset = spec.split(":")[:2]
+            flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in p["overrides"].items())
             lines.append(
-                f"| {spec} | {p['env']} | {p['num_envs']} | {p['steps_per_s']:,.0f} | {cell} "
-                f"| {share} | {p['compile_s']:.0f} |"
+                f"| `{algo} --preset {preset}{flags}` | {p['env']} | {p['num_envs']} "
+                f"| {p['steps_per_s']:,.0f} | {cell} | {share} | {p['compile_s']:.0f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -160,7 +177,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2)
     parser.add_argument("--ways", nargs="+", choices=("canter", "no-reset", "host"))
     parser.add_argument("--presets", nargs="*", default=[], help="ALGO:PRESET ...")
-    parser.add_argument("--iterations", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=1, help="timed, at least (and 10 s)")
     args = parser.parse_args()
     ways = args.ways or ["canter", "no-reset", "host"]
     jobs = [(name, way) for name in args.envs_jax for way in ways if way != "host"]
@@ -175,6 +192,12 @@ def main() -> None:
     presets = {spec: measure_preset(spec, args.iterations) for spec in args.presets}
     for spec, p in presets.items():
         print(f"  {spec}: {p['steps_per_s']:,.0f} env steps/s", flush=True)
+        by_width = results.setdefault(f"{p['env']} | canter", {})
+        if str(p["num_envs"]) not in by_width:  # its own ceiling: random actions, same width
+            init, run = make_runner("canter", p["env"], p["num_envs"], args.steps)
+            by_width[str(p["num_envs"])] = harness.scan_rounds(
+                init, run, p["num_envs"] * args.steps, args.calls, args.repeats
+            )
     record = {
         "machine": harness.machine(),
         "args": vars(args) | {"out": str(args.out)},

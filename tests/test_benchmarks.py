@@ -63,6 +63,26 @@ def test_returns_resume_continues_a_run_cut_short(tmp_path):
     assert [row.split(",")[0] for row in rows] == ["1", "2", "3", "4"]  # no gap, no repeat
 
 
+@pytest.mark.slow  # three PPO programs compile: about 20 s
+def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path):
+    """`--seeds-per-program 1` (Craftax's memory) trains seed 0, then seed 1, each in a program
+    of its own: the same final returns as both seeds in one vmapped program; a resumed row
+    reads the finished parts back."""
+    overrides = {"total_timesteps": 2048, "eval_every": 1024, "num_eval_envs": 2}
+    together = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path / "together")
+    apart = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path, seeds_per_program=1)
+    assert apart["final_eval_returns"] == pytest.approx(together["final_eval_returns"], rel=1e-4)
+    assert apart["seeds_per_program"] == 1 and apart["env_steps"] == together["env_steps"]
+    runs = tmp_path / "runs" / "ppo__CartPole-v1"
+    assert sorted(p.name for p in runs.iterdir()) == ["seeds_0-0", "seeds_1-1"]
+    (runs / "seeds_1-1" / "kept").touch()  # a part that would run again would be cleared
+    again = returns.run_one(
+        "ppo", "CartPole-v1", 2, overrides, tmp_path, resume=True, seeds_per_program=1
+    )
+    assert (runs / "seeds_1-1" / "kept").exists()
+    assert again["final_eval_returns"] == apart["final_eval_returns"]
+
+
 @pytest.mark.slow  # two fresh processes that compile PPO: about 20 s each
 @pytest.mark.parametrize("impl", ["canter", "random"])  # canter-pure shares random's path
 def test_speed_worker_reports_a_measurement(repo_root, impl):
@@ -367,3 +387,18 @@ def test_craftax_rows_give_the_score_as_a_percentage_of_the_maximum(tmp_path, en
     published = "published 2.2% at 1,000,000 (Craftax README, PPO)"
     assert f"score 1.8% of the maximum (final train return); {published}" in row
     assert "sticky" not in row
+
+
+# A preset's row names the task alone (CheetahRun); a row run with --env names it in full.
+@pytest.mark.parametrize("env", ["playground:CheetahRun", "CheetahRun"])
+def test_playground_rows_set_the_figure_reading_at_the_configs_budget_beside_random(env):
+    """PPO's reading is at the 6e7 env steps its config asks; SAC lists CheetahRun among the
+    tasks it runs for 1e7. Both name where the number came from and give the random return."""
+    from benchmarks import returns
+
+    ppo, ppo_budget, ppo_source = returns.reference("ppo_continuous", env)
+    sac, sac_budget, sac_source = returns.reference("sac", env)
+    assert (ppo, ppo_budget, sac, sac_budget) == (900, 60_000_000, 920, 10_000_000)
+    assert "PPO, figure read second-hand" in ppo_source and "SAC" in sac_source
+    assert "random valid actions: 3.17" in ppo_source
+    assert returns.reference("td3", env)[0] is None  # the report has no TD3 curves

@@ -235,12 +235,14 @@ def test_the_continuous_algorithms_train_resume_and_draw_on_playground(algo, rep
         assert last.startswith(f"error: {CARTPOLE} cannot draw frames") and "=egl" in last
 
 
-@pytest.mark.slow  # two small MJX and Brax programs compile
+@pytest.mark.slow  # small MJX programs and a SAC preset compile
 def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     import json
 
     args = ["--envs-jax", CARTPOLE, "--widths", "4", "--steps", "2", "--calls", "1"]
     args += ["--repeats", "1", "--ways", "canter", "no-reset", "--out", str(tmp_path)]
+    small = "num_envs=4,learning_starts=8,buffer_size=256,batch_size=8,hidden_size=16"
+    args += ["--presets", f"sac:CartpoleBalance:{small}"]  # timed after its warm-up
     command = [sys.executable, "benchmarks/speed_physics.py", *args]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -249,6 +251,14 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     assert canter["steps"] == 4 * 2 and canter["steps_per_s"] > 0 and canter["ended"] == 0
     table = (tmp_path / "speed_physics.md").read_text()
     assert f"| {CARTPOLE} | canter |" in table and f"| {CARTPOLE} | no-reset |" in table
+    preset = record["presets"][f"sac:CartpoleBalance:{small}"]
+    assert preset["num_envs"] == 4 and preset["iterations"] >= 1 and preset["steps_per_s"] > 0
+    row = next(line for line in table.splitlines() if "sac --preset CartpoleBalance" in line)
+    assert (
+        "--num-envs 4 --learning-starts 8" in row
+        and f"| {CARTPOLE} | 4 |" in row
+        and "not measured" not in row
+    )
 
 
 # --- learning: both on playground:CartpoleBalance, where uniformly random actions return 344.4
