@@ -6,7 +6,8 @@ heads' hidden layers; the GRU keeps Equinox's default init), and its
 CartPole config as defaults, except width 64 (not 128: ~5x faster on CPU) and lr 1e-3 (not
 2.5e-4: needed on CartPole with hidden velocities). Minibatches are whole environment
 sequences, replayed from the hidden state the rollout started with. Deviates on time limits, as
-`ppo.py` does: a truncated episode bootstraps from the value of its final observation.
+`ppo.py` does: a truncated episode bootstraps from the value of its final observation, computed
+in the rollout (the memory continuing), so the rollout keeps one observation per step.
 
 Reset convention: `first[t]` marks an observation that starts an episode (the previous step
 ended one, or training just began). The hidden state entering step t is zeroed when `first[t]`,
@@ -157,8 +158,9 @@ def unroll(
 
 
 class Transition(eqx.Module):
-    """One rollout step of every env; `hidden` is the state after reading `obs`, `mask` the
-    valid actions (None for an env without action masks)."""
+    """One rollout step of every env; `next_value` is the critic's value of the pre-reset final
+    observation, read with the memory after `obs` (no reset); `mask` the valid actions (None
+    for an env without action masks)."""
 
     obs: Float[Array, "num_envs obs_dim"]
     first: Bool[Array, " num_envs"]
@@ -169,8 +171,7 @@ class Transition(eqx.Module):
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
-    next_obs: Float[Array, "num_envs obs_dim"]  # the pre-reset final observation
-    hidden: Float[Array, "num_envs hidden"]
+    next_value: Float[Array, " num_envs"]
 
 
 class TrainState(eqx.Module):
@@ -345,9 +346,11 @@ def make_train(config: Config) -> trainer.Train:
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
-        final = info["final_observation"]  # the pre-reset observation
+        # It only matters where the episode was truncated: its memory goes on.
+        no_reset = jnp.zeros(config.num_envs, bool)
+        _, _, next_value = jax.vmap(model)(hidden, info["final_observation"], no_reset)
         transition = Transition(
-            obs, first, action, mask, log_prob, value, reward, terminated, truncated, final, hidden
+            obs, first, action, mask, log_prob, value, reward, terminated, truncated, next_value
         )
         next_first = jnp.logical_or(terminated, truncated)
         return (model, env_state, next_obs, next_first, hidden, key), transition
@@ -379,12 +382,8 @@ def make_train(config: Config) -> trainer.Train:
         (_, env_state, obs, first, hidden, key), traj = jax.lax.scan(
             rollout_step, carry, None, config.num_steps
         )
-        # The value of each final observation continues its episode's memory (no reset), in
-        # one batched call; it only matters where the episode was truncated.
-        no_reset = jnp.zeros(traj.first.shape, bool)
-        _, _, next_values = jax.vmap(jax.vmap(state.model))(traj.hidden, traj.next_obs, no_reset)
         advantages, returns = gae(
-            traj.reward, traj.value, next_values, traj.terminated, traj.truncated
+            traj.reward, traj.value, traj.next_value, traj.terminated, traj.truncated
         )
         batch = dict(
             obs=traj.obs,

@@ -176,16 +176,16 @@ class QNetwork(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """One rollout step of every environment; `next_obs` is the pre-reset final observation,
-    `next_mask` its valid actions (None for an env without action masks)."""
+    """One rollout step of every environment; `next_max_q` is the largest Q-value over the
+    valid actions of the pre-reset final observation (computed in the rollout, so that the
+    rollout keeps one observation per step, not two)."""
 
     obs: Float[Array, "num_envs ..."]
     action: Int[Array, " num_envs"]
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
-    next_obs: Float[Array, "num_envs ..."]
-    next_mask: Bool[Array, "num_envs num_actions"] | None
+    next_max_q: Float[Array, " num_envs"]
 
 
 class TrainState(eqx.Module):
@@ -362,8 +362,9 @@ def make_train(config: Config) -> trainer.Train:
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
-        final_obs, final_mask = info["final_observation"], info.get("final_action_mask")
-        transition = Transition(obs, action, reward, terminated, truncated, final_obs, final_mask)
+        final_q = jax.vmap(q_network)(info["final_observation"])
+        next_max_q = masked_max(final_q, info.get("final_action_mask"))  # over valid actions
+        transition = Transition(obs, action, reward, terminated, truncated, next_max_q)
         return (q_network, env_state, next_obs, env_steps + config.num_envs), transition
 
     def loss_fn(q_network: QNetwork, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
@@ -381,10 +382,9 @@ def make_train(config: Config) -> trainer.Train:
         rollout_keys = jax.random.split(rollout_key, config.num_steps)
         (_, env_state, obs, env_steps), traj = jax.lax.scan(rollout_step, carry, rollout_keys)
         # Targets once per rollout, from the parameters that collected it (purejaxql).
-        next_q = jax.vmap(jax.vmap(state.q_network))(traj.next_obs)
         targets = q_lambda_returns(
             config.reward_scale * traj.reward,
-            masked_max(next_q, traj.next_mask),  # over the next states' valid actions
+            traj.next_max_q,
             traj.terminated,
             traj.truncated,
             config.gamma,
