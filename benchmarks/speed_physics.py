@@ -94,7 +94,7 @@ def measure_preset(spec: str, iterations: int) -> dict:
     iterations that fill the buffer without updates."""
     import jax
 
-    algo, preset, *rest = spec.split(":")
+    algo, preset, *rest = spec.split(":", 2)  # the fields may name an env: env=brax:ant
     module = importlib.import_module(f"canter.algorithms.{algo}")
     overrides = returns.parse_overrides(module.Config, rest[0].split(",") if rest else [])
     config = dataclasses.replace(module.Config(), **{**module.PRESETS[preset], **overrides})
