@@ -176,8 +176,9 @@ class AtariActorCritic(eqx.Module):
 
 
 class Transition(eqx.Module):
-    """One rollout step of every environment; `next_obs` is the pre-reset final observation,
-    `mask` the valid actions (None for an env without action masks: every Atari game)."""
+    """One rollout step of every environment; `next_value` is the critic's value of the
+    pre-reset final observation (computed in the rollout, so that the rollout keeps one stack
+    of frames per step, not two), `mask` the valid actions (None for every Atari game)."""
 
     obs: Float[Array, "num_envs 84 84 channels"]
     action: Int[Array, " num_envs"]
@@ -187,7 +188,7 @@ class Transition(eqx.Module):
     reward: Float[Array, " num_envs"]
     terminated: Bool[Array, " num_envs"]
     truncated: Bool[Array, " num_envs"]
-    next_obs: Float[Array, "num_envs 84 84 channels"]
+    next_value: Float[Array, " num_envs"]
 
 
 class TrainState(eqx.Module):
@@ -372,9 +373,9 @@ def make_train(config: Config) -> trainer.Train:
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             jax.random.split(env_key, config.num_envs), env_state, action, env_params
         )
-        final_obs = info["final_observation"]
+        next_value = jax.vmap(model.value)(info["final_observation"])  # for bootstrapping
         step = Transition(
-            obs, action, mask, log_prob, value, reward, terminated, truncated, final_obs
+            obs, action, mask, log_prob, value, reward, terminated, truncated, next_value
         )
         return (model, env_state, next_obs, key), step
 
@@ -399,10 +400,8 @@ def make_train(config: Config) -> trainer.Train:
         key, update_key = jax.random.split(state.key)
         carry = (state.model, state.env_state, state.obs, key)
         (_, env_state, obs, key), traj = jax.lax.scan(rollout_step, carry, None, config.num_steps)
-        # Values of the observations each step led to (final ones at episode ends), batched.
-        next_values = jax.vmap(jax.vmap(state.model.value))(traj.next_obs)
         advantages, returns = gae(
-            traj.reward, traj.value, next_values, traj.terminated, traj.truncated
+            traj.reward, traj.value, traj.next_value, traj.terminated, traj.truncated
         )
         batch = (traj.obs, traj.action, traj.mask, traj.log_prob, traj.value, advantages, returns)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
