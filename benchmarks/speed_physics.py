@@ -183,21 +183,21 @@ def main() -> None:
     jobs = [(name, way) for name in args.envs_jax for way in ways if way != "host"]
     jobs += [(args.env_host, "host")] if "host" in ways else []
     results: dict = {}
+
+    def measure(name: str, way: str, width: int) -> None:
+        init, run = make_runner(way, name, width, args.steps)
+        result = harness.scan_rounds(init, run, width * args.steps, args.calls, args.repeats)
+        results.setdefault(f"{name} | {way}", {})[str(width)] = result
+        print(f"  {name} {way} {width} envs: {median(result):,.0f} env steps/s", flush=True)
+
     for name, way in jobs:
         for width in args.widths:
-            init, run = make_runner(way, name, width, args.steps)
-            result = harness.scan_rounds(init, run, width * args.steps, args.calls, args.repeats)
-            results.setdefault(f"{name} | {way}", {})[str(width)] = result
-            print(f"  {name} {way} {width} envs: {median(result):,.0f} env steps/s", flush=True)
+            measure(name, way, width)
     presets = {spec: measure_preset(spec, args.iterations) for spec in args.presets}
     for spec, p in presets.items():
         print(f"  {spec}: {p['steps_per_s']:,.0f} env steps/s", flush=True)
-        by_width = results.setdefault(f"{p['env']} | canter", {})
-        if str(p["num_envs"]) not in by_width:  # its own ceiling: random actions, same width
-            init, run = make_runner("canter", p["env"], p["num_envs"], args.steps)
-            by_width[str(p["num_envs"])] = harness.scan_rounds(
-                init, run, p["num_envs"] * args.steps, args.calls, args.repeats
-            )
+        if str(p["num_envs"]) not in results.get(f"{p['env']} | canter", {}):
+            measure(p["env"], "canter", p["num_envs"])  # its own ceiling, at its width
     record = {
         "machine": harness.machine(),
         "args": vars(args) | {"out": str(args.out)},
