@@ -42,7 +42,7 @@ from canter.common.config import (
 )
 from canter.common.envs import episode_metrics, make_env, vector_mask, vector_step
 from canter.common.envs.registry import CRAFTAX_GAMES
-from canter.common.run.devices import shard_minibatches
+from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -254,23 +254,21 @@ def value_loss(
 # --- training
 
 
-def sequence_minibatches(key: PRNGKeyArray, batch: PyTree, num_minibatches: int) -> PyTree:
-    """Minibatches of whole environment sequences: envs (axis 1 of `[num_steps, num_envs, ...]`,
-    axis 0 of `hidden`) shuffled and cut into `num_minibatches` groups, time steps never."""
-    order = jnp.argsort(jax.random.bits(key, batch["hidden"].shape[:1]))  # one sort, as ppo.py
-    order = order.reshape(num_minibatches, -1)
-    return {
-        name: x[order] if name == "hidden" else jnp.moveaxis(x[:, order], 1, 0)
-        for name, x in batch.items()
-        if x is not None  # an env without action masks has no "mask"
-    }
+# Copied from algorithms/ppo.py::shuffled_minibatches
+def shuffled_minibatches(key: PRNGKeyArray, num_samples: int, num_minibatches: int) -> Array:
+    """A random partition of `num_samples` sample indices: `[num_minibatches, minibatch]`.
+
+    One sort of random bits: jax.random.permutation sorts several times, and a sort of 16,384
+    entries took 6.0 ms against 2.8 ms on XLA:CPU (benchmarks/README.md).
+    """
+    return jnp.argsort(jax.random.bits(key, (num_samples,))).reshape(num_minibatches, -1)
 
 
 # Copied from algorithms/ppo.py::update_epochs
 def update_epochs(
     loss_fn: Callable,
     optimizer: optax.GradientTransformation,
-    split: Callable[[PRNGKeyArray, PyTree], PyTree],
+    split: Callable[[PRNGKeyArray, int], Array],
     num_epochs: int,
     model: eqx.Module,
     opt_state: optax.OptState,
@@ -278,20 +276,24 @@ def update_epochs(
     key: PRNGKeyArray,
 ) -> tuple[eqx.Module, optax.OptState, dict[str, Array]]:
     """Minibatch SGD on a collected batch, the update of every on-policy file: `num_epochs`
-    passes over `batch`, each cut afresh into minibatches by `split` (shuffled samples, or whole
-    sequences for a recurrent policy), with one gradient step of `loss_fn(model, minibatch) ->
-    (loss, stats)` per minibatch. The first four arguments fix the update (`functools.partial`).
-    tests/test_minibatch.py checks it against a plain Python loop."""
+    passes over `batch`, each cut afresh by `split(key, num_samples)` into minibatches of sample
+    indices (axis 0 of every leaf: samples, or whole sequences for a recurrent policy), with one
+    gradient step of `loss_fn(model, minibatch) -> (loss, stats)` per minibatch. The first four
+    arguments fix the update (`functools.partial`). tests/test_minibatch.py checks it against
+    a plain Python loop."""
+    num_samples = jax.tree.leaves(batch)[0].shape[0]
 
-    def update_minibatch(carry: tuple, minibatch: PyTree) -> tuple[tuple, dict[str, Array]]:
+    def update_minibatch(carry: tuple, indices: Array) -> tuple[tuple, dict[str, Array]]:
         model, opt_state = carry
+        # Gathered here, one minibatch at a time: the batch is never copied whole in shuffled
+        # order (less memory; faster on the CPU, benchmarks/README.md).
+        minibatch = shard_minibatch(jax.tree.map(lambda x: x[indices], batch))
         grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
         updates, opt_state = optimizer.update(grads, opt_state, model)
         return (optax.apply_updates(model, updates), opt_state), stats
 
     def update_epoch(carry: tuple, epoch_key: PRNGKeyArray) -> tuple[tuple, dict[str, Array]]:
-        minibatches = shard_minibatches(split(epoch_key, batch))
-        return jax.lax.scan(update_minibatch, carry, minibatches)
+        return jax.lax.scan(update_minibatch, carry, split(epoch_key, num_samples))
 
     epoch_keys = jax.random.split(key, num_epochs)
     (model, opt_state), stats = jax.lax.scan(update_epoch, (model, opt_state), epoch_keys)
@@ -324,7 +326,7 @@ def make_train(config: Config) -> trainer.Train:
     )
     # Hyperparameters bound once, so that `step` reads as the algorithm.
     gae = functools.partial(compute_gae, gamma=config.gamma, gae_lambda=config.gae_lambda)
-    split = functools.partial(sequence_minibatches, num_minibatches=config.num_minibatches)
+    split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
@@ -356,7 +358,10 @@ def make_train(config: Config) -> trainer.Train:
         return (model, env_state, next_obs, next_first, hidden, key), transition
 
     def loss_fn(model: RecurrentActorCritic, mb: dict[str, Array | None]) -> tuple[Array, dict]:
-        logits, values = unroll(model, mb["hidden"], mb["obs"], mb["first"])
+        # A minibatch holds whole sequences, env-major; `unroll` runs them time-major.
+        hidden, mb = mb["hidden"], {name: x for name, x in mb.items() if name != "hidden"}
+        mb = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), mb)
+        logits, values = unroll(model, hidden, mb["obs"], mb["first"])
         flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), (logits, values, mb))
         logits, values, mb = flat
         dist = distrax.Categorical(logits=masked_logits(logits, mb.get("mask")))  # valid actions
@@ -385,7 +390,7 @@ def make_train(config: Config) -> trainer.Train:
         advantages, returns = gae(
             traj.reward, traj.value, traj.next_value, traj.terminated, traj.truncated
         )
-        batch = dict(
+        sequences = dict(
             obs=traj.obs,
             first=traj.first,
             action=traj.action,
@@ -394,8 +399,9 @@ def make_train(config: Config) -> trainer.Train:
             values=traj.value,
             advantages=advantages,
             returns=returns,
-            hidden=state.hidden,
         )
+        # Env-major, so that a minibatch of whole sequences is a gather along the first axis.
+        batch = {**jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sequences), "hidden": state.hidden}
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - traj.value)
         metrics = {

@@ -124,18 +124,19 @@ def wait_for_processes(name: str, timeout_s: float = 3600.0) -> None:
     distributed.global_state.client.wait_at_barrier(barrier, int(timeout_s * 1000))
 
 
-def shard_minibatches(minibatches: PyTree) -> PyTree:
-    """In a data-parallel run (the runner sets a mesh with a "data" axis while tracing), each
-    minibatch's samples are split over the "data" devices, so each computes the gradient of its
-    part and XLA sums them; elsewhere `minibatches` as they are. Changes no number."""
+def shard_minibatch(minibatch: PyTree) -> PyTree:
+    """In a data-parallel run (the runner sets a mesh with a "data" axis while tracing), a
+    minibatch's samples (axis 0 of each leaf) are split over the "data" devices, so each
+    computes the gradient of its part and XLA sums them; elsewhere `minibatch` as it is.
+    Changes no number."""
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty or "data" not in mesh.axis_names or mesh.shape["data"] == 1:
-        return minibatches
+        return minibatch
     data = mesh.shape["data"]
 
     def constrain(x: Array) -> Array:
-        if x.ndim < 2 or x.shape[1] % data:
+        if x.ndim < 1 or x.shape[0] % data:
             return x
-        return jax.lax.with_sharding_constraint(x, PartitionSpec(None, "data"))
+        return jax.lax.with_sharding_constraint(x, PartitionSpec("data"))
 
-    return jax.tree.map(constrain, minibatches)
+    return jax.tree.map(constrain, minibatch)

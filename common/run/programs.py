@@ -51,7 +51,7 @@ def compile_programs(
     (environments come from make_env's cache, ranges were checked when the configs were made).
     Data-parallel (`data_parallel` and fewer entries than devices), each entry's env axis is
     split over the mesh's "data" axis and the mesh is set while tracing, so that minibatches
-    are split too (common/run/devices.py, `shard_minibatches`); XLA averages the gradients
+    are split too (common/run/devices.py, `shard_minibatch`); XLA averages the gradients
     across the split. Sharding annotations change where values live, never what they are.
     """
     sharded, replicated, padded = batch_shardings(batch.size, data_parallel, one_device)
