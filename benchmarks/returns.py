@@ -127,12 +127,9 @@ def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
         return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
     if env.endswith("-MinAtar") and algo in CURVES_ONLY:
         return None, None, CURVES_ONLY[algo]
-    randoms = RESULTS / "random_returns.json"  # benchmarks/random_returns.py
-    known = json.loads(randoms.read_text())["envs"] if randoms.exists() else {}
     task = env.removeprefix("playground:")
-    playground = f"playground:{task}"
-    random = known.get(env, known.get(playground))
-    random = f"random valid actions: {random['mean_return']:.2f}" if random else ""
+    random = random_return(env) or random_return(f"playground:{task}")
+    random = f"random valid actions: {random:.2f}" if random is not None else ""
     if task in PLAYGROUND_READ and algo in ("ppo_continuous", "sac"):
         sac = algo == "sac"
         usual, longer = (5_000_000, 10_000_000) if sac else (60_000_000, 100_000_000)
@@ -140,6 +137,14 @@ def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
         whose = f"Playground report, {'SAC' if sac else 'PPO'}, figure read second-hand"
         return PLAYGROUND_READ[task][sac], budget, "; ".join(filter(None, (whose, random)))
     return None, None, random
+
+
+def random_return(env: str) -> float | None:
+    """The mean return of random valid actions in `env`, where benchmarks/random_returns.py
+    measured it."""
+    randoms = RESULTS / "random_returns.json"
+    known = json.loads(randoms.read_text())["envs"] if randoms.exists() else {}
+    return known[env]["mean_return"] if env in known else None
 
 
 def iqm(values: np.ndarray) -> float:
@@ -300,6 +305,8 @@ def table(out: Path) -> str:
             if (r["algo"], game) in CRAFTAX_PUBLISHED:
                 score, at, whose = CRAFTAX_PUBLISHED[r["algo"], game]
                 ref += f"; published {score:g}% at {at:,} ({whose})"
+            if (random := random_return(game)) is not None:
+                ref += f"; random valid actions: {random:.2f} ({random / CRAFTAX_MAX[game]:.1%})"
         if (r["algo"], r["env"]) in ALSO:
             ref += f"; {ALSO[r['algo'], r['env']]}"
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
