@@ -291,7 +291,7 @@ def update_epochs(
     def update_minibatch(carry: tuple, indices: Array) -> tuple[tuple, dict[str, Array]]:
         model, opt_state = carry
         # Gathered here, one minibatch at a time: the batch is never copied whole in shuffled
-        # order (less memory; faster on the CPU, benchmarks/README.md).
+        # order (less memory, the same speed: benchmarks/README.md).
         minibatch = shard_minibatch(jax.tree.map(lambda x: x[indices], batch))
         grads, stats = jax.grad(loss_fn, has_aux=True)(model, minibatch)
         updates, opt_state = optimizer.update(grads, opt_state, model)
