@@ -70,7 +70,8 @@ def timings(setup: dict, repeats: int) -> dict[str, list[float]]:
         tic = time.perf_counter()
         state, eval_keys = split.start(split.configs, split.keys)
         for i in range(ppo.make_train(config).num_intervals):
-            state, metrics, ok = split.interval(split.configs, state, eval_keys, jnp.int32(i))
+            one = (jnp.int32(i), jnp.int32(1))  # one interval per call
+            state, metrics, ok = split.intervals(split.configs, state, eval_keys, *one)
             jax.device_get((metrics, ok))
         jax.block_until_ready(state)
         return time.perf_counter() - tic

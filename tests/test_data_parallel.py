@@ -51,7 +51,7 @@ for name in sys.argv[3].split(","):
         results.append({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics.items()})
     programs = compile_programs(make_train, make_batch(config), data_parallel=True)
     specs = {s.spec for s in jax.tree.leaves(programs.state_sharding)}
-    text = programs.interval.as_text()
+    text = programs.intervals.as_text()
     out[name] = {
         "one": results[0], "split": results[1], "mesh": dict(programs.sharded.mesh.shape),
         "env_axis_split": PartitionSpec("batch", "data") in specs,

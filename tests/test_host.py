@@ -145,7 +145,7 @@ def test_host_simulators_are_not_stepped_by_an_interval_a_stop_may_discard(monke
 
     class Counted(runner.Pending):
         def __init__(self, fn, *args):
-            started.append(int(args[-1]))
+            started.append(int(args[-2]))  # the first interval of the call
             super().__init__(fn, *args)
 
     monkeypatch.setattr(runner, "Pending", Counted)

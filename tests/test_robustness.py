@@ -113,7 +113,7 @@ def test_the_next_interval_computes_during_the_host_work_and_a_stop_discards_it(
 
     class Counted(runner.Pending):
         def __init__(self, fn, *args):
-            started.append(int(args[-1]))  # the interval index
+            started.append(int(args[-2]))  # the first interval of the call
             super().__init__(fn, *args)
 
     monkeypatch.setattr(runner, "Pending", Counted)
@@ -150,7 +150,7 @@ def test_a_discarded_interval_that_fails_loses_nothing(tmp_path, monkeypatch):
 
     class Failing(runner.Pending):
         def __init__(self, fn, *args):
-            super().__init__(broken if int(args[-1]) == 3 else fn, *args)
+            super().__init__(broken if int(args[-2]) == 3 else fn, *args)
 
     monkeypatch.setattr(runner, "Pending", Failing)
     result = run(run_dir=tmp_path, callbacks=[lambda interval: interval.index == 2])
@@ -168,6 +168,37 @@ def test_runs_with_and_without_overlap_are_bit_equal(tmp_path):
         checkpoint.read_header(p / "checkpoint.eqx")[1] for p in (tmp_path / "a", tmp_path / "b")
     )
     assert a == b  # the saved payloads too
+
+
+def test_chunks_of_intervals_stop_at_checkpoints_and_change_no_number(tmp_path, monkeypatch):
+    from canter.common.run import runner
+
+    calls = []
+
+    class Counted(runner.Pending):
+        def __init__(self, fn, *args):
+            calls.append((int(args[-2]), int(args[-1])))  # (first interval, count)
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(runner, "Pending", Counted)
+    monkeypatch.setattr(runner.Pace, "target_s", 0.0)  # one interval per call
+    single = run(run_dir=tmp_path / "single", checkpoint_every=2)
+    assert calls == [(i, 1) for i in range(5)]
+    calls.clear()
+    monkeypatch.setattr(runner.Pace, "target_s", 1e9)  # as many as may share a call
+    chunked = run(run_dir=tmp_path / "chunked", checkpoint_every=2)
+    # The first call measures the pace; then calls end where a checkpoint is due (2, 4, 5).
+    assert calls == [(0, 1), (1, 1), (2, 2), (4, 1)]
+    for group, metrics in single.metrics.items():
+        for name, value in metrics.items():
+            np.testing.assert_array_equal(chunked.metrics[group][name], value, err_msg=name)
+    rows = [(tmp_path / d / "seed_1" / "metrics.csv").read_text() for d in ("single", "chunked")]
+    assert rows[0] == rows[1]  # every interval's row, in order
+    a, b = (checkpoint.read_header(tmp_path / d / "checkpoint.eqx") for d in ("single", "chunked"))
+    assert a[1] == b[1] and a[0]["history"] == b[0]["history"]
+    calls.clear()
+    run(checkpoint_every=2)  # writing nothing, nothing is due: one call after the first
+    assert calls == [(0, 1), (1, 4)]
 
 
 @pytest.mark.slow  # eager PPO iterations: about 45 s, the fast suite's slowest test

@@ -15,6 +15,7 @@ once, and the command line exits 75 in one line, as nothing was trained or saved
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -57,15 +58,18 @@ class Pending:
 
     def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "canter-interval") -> None:
         self._done: dict[str, Any] = {}
+        self.seconds = 0.0  # how long fn took, once it has ended
         self._worker = threading.Thread(target=self._target, args=(fn, args), name=name)
         self._worker.daemon = True
         self._worker.start()
 
     def _target(self, fn: Callable[..., Any], args: tuple) -> None:
+        tic = time.perf_counter()
         try:
             self._done["out"] = jax.block_until_ready(fn(*args))
         except BaseException as error:  # handed to the caller by result()
             self._done["error"] = error
+        self.seconds = time.perf_counter() - tic
 
     def result(self, poll_s: float = 0.01) -> Any:
         self.wait(poll_s)

@@ -1,5 +1,11 @@
-"""The two compiled programs of a run, `start` and one `interval`, vmapped over the batch axis
+"""The two compiled programs of a run, `start` and `intervals`, vmapped over the batch axis
 (sweep points x seeds, common/run/batch.py) and laid out over the devices (common/run/devices.py).
+
+`intervals` computes a run of consecutive intervals in one call, as many as the host asks for
+(up to `Programs.chunk`, a loop with a run-time trip count: one compiled program for every
+count), with each interval's metrics and divergence flag kept apart. Each call of a compiled
+program costs a few milliseconds on XLA:CPU whatever it computes, so the host asks for as many
+intervals as it has nothing to do between (common/run/runner.py, `Pace`).
 
 The host loop that calls them is common/run/runner.py; this file decides only what is compiled and
 where its values live.
@@ -23,11 +29,16 @@ from canter.common.run.rundir import RunDir
 
 @dataclasses.dataclass
 class Programs:
-    """The two compiled programs of a run (start, interval) and their inputs, on the devices;
-    `state_sharding` lays out the state (its env axis split along "data" when data-parallel)."""
+    """The two compiled programs of a run (start, intervals) and their inputs, on the devices;
+    `state_sharding` lays out the state (its env axis split along "data" when data-parallel).
+
+    `intervals(configs, state, eval_keys, first, count)` computes intervals `first` to
+    `first + count - 1` (1 <= count <= `chunk`): the state after the last, and metrics and
+    divergence flags with an axis of `chunk` after the batch axis, of which the first `count`
+    entries are this call's intervals."""
 
     start: Any
-    interval: Any
+    intervals: Any
     configs: Any
     keys: Any
     state_shape: Any
@@ -35,6 +46,7 @@ class Programs:
     state_sharding: Any
     padded: int
     compile_s: float
+    chunk: int
 
     @property
     def layout(self) -> str:
@@ -45,7 +57,7 @@ class Programs:
 def compile_programs(
     make_train: Callable, batch: Batch, data_parallel: bool = False, one_device: bool = False
 ) -> Programs:
-    """Compile `start` and one `interval` of `make_train`, vmapped over the batch and sharded.
+    """Compile `start` and `intervals` of `make_train`, vmapped over the batch and sharded.
 
     Inside the trace `make_train` sees float fields as tracers; it builds nothing static there
     (environments come from make_env's cache, ranges were checked when the configs were made).
@@ -59,20 +71,32 @@ def compile_programs(
     mesh = sharded.mesh
     start = jax.vmap(lambda c, k: make_train(c).start(k), spmd_axis_name="batch")
 
-    def checked_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
-        state, metrics = make_train(config).interval(state, key, index)
-        return state, metrics, health.finite(state, metrics)
+    chunk = _chunk(make_train(batch.config).num_intervals)
 
-    def single_interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
+    def checked_intervals(config: Any, state: Any, key: Any, first: Any, count: Any) -> tuple:
+        train = make_train(config)
+
+        def one(j: Any, carry: tuple) -> tuple:
+            state, metrics, ok = carry
+            state, these = train.interval(state, key, first + j)
+            metrics = jax.tree.map(lambda kept, x: kept.at[j].set(x), metrics, these)
+            return state, metrics, ok.at[j].set(health.finite(state, these))
+
+        _, shapes = jax.eval_shape(train.interval, state, key, first)
+        metrics = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), shapes)
+        ok = jnp.ones(chunk, bool)
+        return jax.lax.fori_loop(0, count, one, (state, metrics, ok))
+
+    def single_intervals(config: Any, state: Any, key: Any, first: Any, count: Any) -> tuple:
         # One entry (on one device, or data-parallel over several): no vmap, so each `lax.cond`
         # (replay warm-up, TD3's delayed actor, a ragged interval) runs one branch instead of
         # both and a select, and no op carries a batch axis of one (data-parallel PPO CartPole,
         # 1024 envs, 2 CPU devices: 1.71x -> 0.91x rejax's run time); same numbers.
-        first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-        out = checked_interval(first(config), first(state), first(key), index)
+        only = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+        out = checked_intervals(only(config), only(state), only(key), first, count)
         return jax.tree.map(lambda x: x[None], out)
 
-    batched = jax.vmap(checked_interval, in_axes=(0, 0, 0, None), spmd_axis_name="batch")
+    batched = jax.vmap(checked_intervals, in_axes=(0, 0, 0, None, None), spmd_axis_name="batch")
 
     tic = time.perf_counter()
     with jax.set_mesh(mesh) if mesh.shape["data"] > 1 else contextlib.nullcontext():
@@ -80,19 +104,20 @@ def compile_programs(
         num_envs = getattr(batch.config, "num_envs", 0)
         state_sharding = env_shardings(state_shape, sharded, num_envs)
         start_jit = jax.jit(start, out_shardings=(state_sharding, sharded))
-        interval_jit = jax.jit(
-            single_interval if padded == 1 else batched,
-            in_shardings=(sharded, state_sharding, sharded, replicated),
+        intervals_jit = jax.jit(
+            single_intervals if padded == 1 else batched,
+            in_shardings=(sharded, state_sharding, sharded, replicated, replicated),
             out_shardings=(state_sharding, sharded, sharded),
             donate_argnums=1,
         )
         compiled_start = start_jit.lower(configs, keys).compile()
         index = jax.ShapeDtypeStruct((), jnp.int32)
-        interval = interval_jit.lower(configs, state_shape, key_shape, index).compile()
+        args = (configs, state_shape, key_shape, index, index)
+        intervals = intervals_jit.lower(*args).compile()
     compile_s = time.perf_counter() - tic
     return Programs(
         compiled_start,
-        interval,
+        intervals,
         configs,
         keys,
         state_shape,
@@ -100,7 +125,14 @@ def compile_programs(
         state_sharding,
         padded,
         compile_s,
+        chunk,
     )
+
+
+def _chunk(num_intervals: int) -> int:
+    """The most intervals one call computes: the whole run, up to 64 (each call returns a
+    metric buffer of this length, whatever it computed)."""
+    return min(num_intervals, 64)
 
 
 def compile_claimed(

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -163,44 +163,84 @@ def _intervals(
     """Intervals `first` to `end` - 1 with their host work: (the state of the last interval
     handled, why the run stopped or None).
 
-    With `overlap`, interval i + 1 computes while interval i's host work (metrics, progress,
-    checks, logs, callbacks, checkpoint) runs. It takes (donates) the state, so a state the
-    host work may still need (a checkpoint due, callbacks, a divergence stop) is copied first.
-    A stop decided after interval i saves i and discards i + 1, computed but never written; a
-    signal instead lets i + 1 finish and saves it.
+    Each call computes a chunk of intervals (`Pace`): one when the host may act after every
+    interval (callbacks, a divergence stop, multi-host), else as many as fill about
+    `Pace.target_s` and reach no further than the next checkpoint due. With `overlap`, the
+    next chunk computes while this chunk's host work (metrics, progress, checks, logs,
+    callbacks, checkpoint) runs. It takes (donates) the state, so a state the host work may
+    still need (a checkpoint due, callbacks, a divergence stop) is copied first. A stop decided
+    after interval i saves i and discards the chunk in flight, computed but never written; a
+    signal instead lets the chunk in flight finish and saves it.
     """
     callbacks, stop_on_divergence, checkpoint_every = checks
     saving = loop.out is not None
+    each = bool(callbacks) or stop_on_divergence or jax.process_count() > 1
+    pace = Pace(programs.chunk if not each else 1, checkpoint_every if saving else 0)
 
-    def start(state: Any, i: int) -> Pending:  # off the main thread: signals are seen meanwhile
-        return Pending(programs.interval, programs.configs, state, eval_keys, jnp.int32(i))
+    def start(state: Any, i: int) -> tuple[int, int, Pending]:
+        count = pace.count(i, end)  # computed off the main thread: signals are seen meanwhile
+        args = (programs.configs, state, eval_keys, jnp.int32(i), jnp.int32(count))
+        return i, count, Pending(programs.intervals, *args)
 
     kept, stopped, pending = state, None, None
     with Preemption() as preemption:
         try:
             pending = start(state, first) if first < end else None
-            for i in range(first, end):
-                state, metrics, ok = pending.result()
-                due = bool(checkpoint_every) and (i + 1) % checkpoint_every == 0
+            while pending is not None:
+                i, count, computing = pending
+                state, metrics, ok = computing.result()
+                pace.took(computing.seconds, count)
+                done = i + count  # intervals done after this chunk
+                due = bool(checkpoint_every) and done % checkpoint_every == 0
                 kept, pending = state, None
-                if overlap and i + 1 < end and not preemption.signal:
+                if overlap and done < end and not preemption.signal:
                     if (saving and due) or callbacks or stop_on_divergence:
                         kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
-                    pending = start(state, i + 1)
-                loop.after(i, first, kept, metrics, ok)
-                stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, i)
+                    pending = start(state, done)
+                metrics, ok = gather((metrics, ok))  # a collective under multi-host
+                for j in range(count):
+                    these = jax.tree.map(lambda x, j=j: x[: loop.batch.size, j], (metrics, ok))
+                    loop.after(i + j, first, kept, *these)
+                stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, done - 1)
                 if stopped and stopped == preemption.signal and pending is not None:
-                    continue  # the interval in flight finishes, then is saved
-                if saving and (stopped or i + 1 == end or due):
-                    loop.save(i, kept)
+                    continue  # the chunk in flight finishes, then is saved
+                if saving and (stopped or done == end or due):
+                    loop.save(done - 1, kept)
                 if stopped:
                     break
-                if pending is None and i + 1 < end:
-                    pending = start(state, i + 1)
+                if pending is None and done < end:
+                    pending = start(state, done)
         finally:
             if pending is not None:  # discarded (a stop, an error above): never written
-                pending.wait()
+                pending[2].wait()
     return kept, stopped
+
+
+@dataclasses.dataclass
+class Pace:
+    """How many intervals the next call computes: each call of a compiled program costs a few
+    milliseconds on XLA:CPU whatever it computes (docs/speed.md, the runner's cost), so calls
+    take up to `most` intervals, as many as fill about `target_s` at the speed of the last
+    call, stopping at the next checkpoint due (every `checkpoint_every` intervals; 0: none).
+    The first call computes one interval. The numbers are the same however the run is cut."""
+
+    most: int
+    checkpoint_every: int
+    target_s: ClassVar[float] = 0.5
+    per_interval_s: float | None = None
+
+    def count(self, i: int, end: int) -> int:
+        """Intervals to compute from interval i (of `end`)."""
+        room = end - i
+        if self.checkpoint_every:
+            room = min(room, self.checkpoint_every - i % self.checkpoint_every)
+        if self.per_interval_s is None:
+            return 1
+        fits = int(self.target_s / max(self.per_interval_s, 1e-6))
+        return max(1, min(room, self.most, fits))
+
+    def took(self, seconds: float, count: int) -> None:
+        self.per_interval_s = seconds / count
 
 
 @dataclasses.dataclass
@@ -246,12 +286,13 @@ class _Loop:
         self.tic = time.perf_counter()
 
     def after(self, i: int, first: int, state: Any, metrics: Any, ok: Any) -> None:
-        """Host work after interval i: history, progress, divergence, logs."""
+        """Host work after interval i (its metrics and divergence flags on the host, without
+        the batch's padding): history, progress, divergence, logs."""
         batch, train = self.batch, self.train
-        self.history.append(jax.tree.map(lambda x: x[: batch.size], gather(metrics)))
+        self.history.append(metrics)
         host_tic = time.perf_counter()
         self.bar(i, _line(train, self.history[-1], i, first, batch.size, host_tic - self.tic))
-        for b in self.diverged.update(i + 1, gather(ok)[: batch.size]):
+        for b in self.diverged.update(i + 1, ok):
             at = f"at interval {i + 1} ({train.env_steps(i):,} env steps)"
             why = "a NaN or inf in its state or metrics; the other seeds go on"
             _say(self.say, f"diverged: {self.diverged.describe(b)} {at}: {why}")
