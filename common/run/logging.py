@@ -21,9 +21,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 class MetricsLog:
     """Host-side sinks for one run, one label per batch entry (`seed_3`, `point_1/seed_3`).
 
-    CSV rows are appended and flushed after every interval; on resume the files are first
-    rewritten (atomically) from the checkpoint's history, so they continue without gaps or
-    duplicates.
+    CSV rows are appended and flushed after every call of the interval program; on resume the
+    files are first rewritten (atomically) from the checkpoint's history, so they continue
+    without gaps or duplicates.
     """
 
     def __init__(self, run_dir: RunDir, labels: list[str], track: tuple[str, ...], config: dict):
@@ -49,31 +49,32 @@ class MetricsLog:
             else:  # a fresh run: no rows yet, and none left over from an earlier run here
                 self.run_dir.metrics_csv(label).unlink(missing_ok=True)
 
-    def log(self, rows: list[dict[str, Any]]) -> None:
-        """Append one row (one interval) per batch entry, and forward to the trackers."""
-        for b, (label, row) in enumerate(zip(self.labels, rows, strict=True)):
+    def log(self, intervals: list[list[dict[str, Any]]]) -> None:
+        """Append the rows of one or more intervals (each a row per batch entry), each CSV
+        opened once, and forward them to the trackers."""
+        for b, label in enumerate(self.labels):
             path = self.run_dir.metrics_csv(label)
             new = not path.exists()
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(row))
+                writer = csv.DictWriter(f, fieldnames=list(intervals[0][b]))
                 if new:
                     writer.writeheader()
-                writer.writerow(row)
-            for name, value in row.items():
-                if self.writers and "/" in name:
-                    self.writers[b].add_scalar(name, value, row["env_steps"])
+                writer.writerows(rows[b] for rows in intervals)
+            for row in (rows[b] for rows in intervals):
+                for name, value in row.items():
+                    if self.writers and "/" in name:
+                        self.writers[b].add_scalar(name, value, row["env_steps"])
             if self.writers:
                 self.writers[b].flush()
-        if self.wandb is not None:
-            step = rows[0]["env_steps"]
+        for rows in intervals if self.wandb is not None else ():
             flat = {
                 f"{lab}/{k}": v
                 for lab, r in zip(self.labels, rows, strict=True)
                 for k, v in r.items()
                 if "/" in k
             }
-            self.wandb.log(flat, step=step)
+            self.wandb.log(flat, step=rows[0]["env_steps"])
 
     def close(self) -> None:
         for writer in self.writers:

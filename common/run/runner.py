@@ -197,10 +197,9 @@ def _intervals(
                     if (saving and due) or callbacks or stop_on_divergence:
                         kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
                     pending = start(state, done)
-                metrics, ok = gather((metrics, ok))  # a collective under multi-host
-                for j in range(count):
-                    these = jax.tree.map(lambda x, j=j: x[: loop.batch.size, j], (metrics, ok))
-                    loop.after(i + j, first, kept, *these)
+                these = gather((metrics, ok))  # a collective under multi-host
+                these = jax.tree.map(lambda x, n=count: x[: loop.batch.size, :n], these)
+                loop.after(i, first, kept, *these)
                 stopped = _stop_reason(preemption, callbacks, stop_on_divergence, loop, done - 1)
                 if stopped and stopped == preemption.signal and pending is not None:
                     continue  # the chunk in flight finishes, then is saved
@@ -286,18 +285,23 @@ class _Loop:
         self.tic = time.perf_counter()
 
     def after(self, i: int, first: int, state: Any, metrics: Any, ok: Any) -> None:
-        """Host work after interval i (its metrics and divergence flags on the host, without
-        the batch's padding): history, progress, divergence, logs."""
+        """Host work after intervals i, i + 1, ... (metrics and divergence flags on the host,
+        `[batch, intervals]` without the batch's padding): history, progress, divergence, logs.
+        """
         batch, train = self.batch, self.train
-        self.history.append(metrics)
         host_tic = time.perf_counter()
-        self.bar(i, _line(train, self.history[-1], i, first, batch.size, host_tic - self.tic))
-        for b in self.diverged.update(i + 1, ok):
-            at = f"at interval {i + 1} ({train.env_steps(i):,} env steps)"
-            why = "a NaN or inf in its state or metrics; the other seeds go on"
-            _say(self.say, f"diverged: {self.diverged.describe(b)} {at}: {why}")
+        rows = []
+        for j in range(ok.shape[1]):
+            self.history.append(jax.tree.map(lambda x, j=j: x[:, j], metrics))
+            elapsed = time.perf_counter() - self.tic
+            self.bar(i + j, _line(train, self.history[-1], i + j, first, batch.size, elapsed))
+            for b in self.diverged.update(i + j + 1, ok[:, j]):
+                at = f"at interval {i + j + 1} ({train.env_steps(i + j):,} env steps)"
+                why = "a NaN or inf in its state or metrics; the other seeds go on"
+                _say(self.say, f"diverged: {self.diverged.describe(b)} {at}: {why}")
+            rows.append([_row(train, i + j, self.history[-1], b) for b in range(batch.size)])
         if self.log is not None:
-            self.log.log([_row(train, i, self.history[-1], b) for b in range(batch.size)])
+            self.log.log(rows)
         self.gather_state = lambda: jax.tree.map(batch.arrange, gather(state))
         self.host_s += time.perf_counter() - host_tic
 
