@@ -201,6 +201,21 @@ def test_chunks_of_intervals_stop_at_checkpoints_and_change_no_number(tmp_path, 
     assert calls == [(0, 1), (1, 4)]
 
 
+def test_a_chunk_of_intervals_reaches_tensorboard_as_one_point_per_interval(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard", reason="the log extra: pip install -e '.[log]'")
+    from canter.common.run import runner
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setattr(runner.Pace, "target_s", 1e9)  # intervals 2 to 5 in one call
+    result = run(run_dir=tmp_path, track=("tensorboard",), checkpoint_every=0)
+    events = EventAccumulator(str(tmp_path / "tensorboard" / "seed_1"))
+    events.Reload()
+    points = events.Scalars("eval/episodic_return")
+    assert [p.step for p in points] == [4 * 16 * 2 * k for k in range(1, 6)]
+    expected = result.metrics["eval"]["episodic_return"][1]
+    np.testing.assert_allclose([p.value for p in points], expected, rtol=1e-6)
+
+
 @pytest.mark.slow  # eager PPO iterations: about 45 s, the fast suite's slowest test
 def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     seen = []
