@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from canter.algorithms import ppo, trainer
+from canter.common.config import ConfigError
 from canter.common.run import checkpoint
 from canter.common.run.cli import EXIT_DIVERGED, EXIT_PREEMPTED
 from canter.common.run.debug import first_non_finite, run_debug
@@ -201,6 +202,45 @@ def test_chunks_of_intervals_stop_at_checkpoints_and_change_no_number(tmp_path, 
     assert calls == [(0, 1), (1, 4)]
 
 
+def test_checkpoints_are_due_by_run_time_and_by_count(monkeypatch):
+    from canter.common.run import cadence
+
+    now = [100.0]
+    monkeypatch.setattr(cadence.time, "perf_counter", lambda: now[0])
+    by_time = cadence.Checkpoints(every=0, minutes=1.0)
+    assert not by_time.due(1)
+    now[0] += 59.0
+    assert not by_time.due(7)
+    now[0] += 1.0
+    assert by_time.due(8)  # a minute since the start
+    by_time.saved()
+    assert not by_time.due(9)  # the clock restarts at each checkpoint
+    both = cadence.Checkpoints(every=3, minutes=1.0)
+    assert [both.due(done) for done in range(1, 7)] == [False, False, True] * 2
+    assert not cadence.Checkpoints(every=0, minutes=0.0).due(1)  # only at the end
+
+
+def test_a_run_checkpoints_by_run_time(tmp_path, monkeypatch):
+    from canter.common.run import runner
+
+    saved = []
+    save = runner._Loop.save
+
+    def counted(self, i, state):
+        saved.append(i + 1)
+        return save(self, i, state)
+
+    monkeypatch.setattr(runner._Loop, "save", counted)
+    monkeypatch.setattr(runner.Pace, "target_s", 0.0)  # one interval per call
+    run(run_dir=tmp_path / "often", checkpoint_minutes=1e-9)
+    assert saved == [1, 2, 3, 4, 5]  # the minute (here a nanosecond) passes in every interval
+    saved.clear()
+    run(run_dir=tmp_path / "end", checkpoint_minutes=0.0)
+    assert saved == [5]
+    with pytest.raises(ConfigError, match="checkpoint_minutes must be >= 0"):
+        run(run_dir=tmp_path / "bad", checkpoint_minutes=-1.0)
+
+
 def test_a_chunk_of_intervals_reaches_tensorboard_as_one_point_per_interval(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard", reason="the log extra: pip install -e '.[log]'")
     from canter.common.run import runner
@@ -291,12 +331,13 @@ def wait_for_rows(path, rows, process, timeout=600):
     raise AssertionError(f"the run ended (or stalled) before {rows} intervals: {process.poll()}")
 
 
-# 40 intervals of 4 iterations: long enough to be signalled mid-run.
+# 40 intervals of 20 iterations: long enough to be signalled mid-run, and each call of the
+# interval program (as many intervals as fill about half a second) far from the whole run.
 LONG = [
     "--total-timesteps",
-    str(512 * 160),
+    str(512 * 800),
     "--eval-every",
-    str(512 * 4),
+    str(512 * 20),
     "--num-eval-envs",
     "2",
     "--checkpoint-every",

@@ -37,8 +37,11 @@ class RunOptions:
     with ':' and '/' made '-')."""
     resume: Path | None = None
     """Continue the run in this directory from its last checkpoint (its config is the default)."""
-    checkpoint_every: int = 5
-    """Evaluation intervals between checkpoints (0: only at the end); always one at the end."""
+    checkpoint_minutes: float = 1.0
+    """A checkpoint once this much run time has passed since the last (0: not by time); always
+    one at the end and when a run stops."""
+    checkpoint_every: int = 0
+    """Also a checkpoint every this many evaluation intervals (0: not by count)."""
     track: tuple[Literal["tensorboard", "wandb"], ...] = ()
     """Also log to TensorBoard and/or W&B (pip install -e '.[log]'; WANDB_MODE=offline works)."""
     sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
@@ -119,6 +122,7 @@ def main(
             sweep=sweep,
             resume=options.resume is not None,
             checkpoint_every=options.checkpoint_every,
+            checkpoint_minutes=options.checkpoint_minutes,
             track=options.track,
             stop_on_divergence=options.stop_on_divergence,
             data_parallel=options.data_parallel,

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from canter.common.config import ConfigError
 from canter.common.envs import is_host_env
 from canter.common.run import checkpoint, health, report
 from canter.common.run.batch import Batch, make_batch
+from canter.common.run.cadence import Checkpoints, Pace
 from canter.common.run.devices import gather, pad, place, use_cpu_cores, wait_for_processes
 from canter.common.run.interrupts import Pending, Preemption
 from canter.common.run.logging import MetricsLog
@@ -77,7 +78,8 @@ def run(
     run_dir: Path | None = None,
     sweep: dict[str, list[float]] | None = None,
     resume: bool = False,
-    checkpoint_every: int = 5,
+    checkpoint_every: int = 0,
+    checkpoint_minutes: float = 1.0,
     track: tuple[str, ...] = (),
     stop_after: int | None = None,
     stop_on_divergence: bool = False,
@@ -88,14 +90,16 @@ def run(
 ) -> RunResult:
     """Train `config` over its seeds (and `sweep` grid) with checkpoints and logs in `run_dir`.
 
-    `run_dir=None` writes nothing. A checkpoint is written every `checkpoint_every` intervals
-    (0: only at the end) and whenever the run stops. It stops early, checkpointed, after
-    `stop_after` intervals in this call (as a preempted job would), on SIGTERM or SIGINT
-    (common/run/interrupts.py), when a callback returns True, and with `stop_on_divergence` when
-    a seed diverges (common/run/health.py); `summary["stopped"]` says why, and the summary covers
-    the intervals done. Each callback is called after every interval with an `Interval`.
-    `data_parallel` splits each seed's envs and minibatches over the devices when there are
-    fewer seeds (x sweep points) than devices; the numbers stay those of one device.
+    `run_dir=None` writes nothing. A checkpoint is written once `checkpoint_minutes` of run
+    time have passed since the last (0: not by time), every `checkpoint_every` intervals (0:
+    not by count), at the end and whenever the run stops (common/run/cadence.py). It stops
+    early, checkpointed, after `stop_after` intervals in this call (as a preempted job would),
+    on SIGTERM or SIGINT (common/run/interrupts.py), when a callback returns True, and with
+    `stop_on_divergence` when a seed diverges (common/run/health.py); `summary["stopped"]`
+    says why, and the summary covers the intervals done. Each callback is called after every
+    interval with an `Interval`. `data_parallel` splits each seed's envs and minibatches over
+    the devices when there are fewer seeds (x sweep points) than devices; the numbers stay those
+    of one device.
     config.json records the file (and module) `make_train` comes from, so evaluate.py finds a
     fork's code wherever it lives. `overlap` computes each interval while the host handles the
     previous one (off: one after the other, as multi-host always runs); the numbers are the same.
@@ -105,7 +109,7 @@ def run(
     # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
-    out = _check_options(run_dir, resume, checkpoint_every, track, stop_after)
+    out = _check_options(run_dir, resume, (checkpoint_every, checkpoint_minutes), track, stop_after)
     wait_for_processes("checked")  # every process saw the directory before process 0 claims it
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
@@ -139,7 +143,7 @@ def run(
     # checkpoint, so a run that may stop early (callbacks, a divergence stop) does too.
     stops_early = bool(callbacks) or stop_on_divergence
     overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
-    checks = (callbacks, stop_on_divergence, checkpoint_every)
+    checks = (callbacks, stop_on_divergence, Checkpoints(checkpoint_every, checkpoint_minutes))
     try:
         state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
     finally:
@@ -165,17 +169,17 @@ def _intervals(
 
     Each call computes a chunk of intervals (`Pace`): one when the host may act after every
     interval (callbacks, a divergence stop, multi-host), else as many as fill about
-    `Pace.target_s` and reach no further than the next checkpoint due. With `overlap`, the
+    `Pace.target_s` and reach no further than the next checkpoint due by count. With `overlap`, the
     next chunk computes while this chunk's host work (metrics, progress, checks, logs,
     callbacks, checkpoint) runs. It takes (donates) the state, so a state the host work may
     still need (a checkpoint due, callbacks, a divergence stop) is copied first. A stop decided
     after interval i saves i and discards the chunk in flight, computed but never written; a
     signal instead lets the chunk in flight finish and saves it.
     """
-    callbacks, stop_on_divergence, checkpoint_every = checks
+    callbacks, stop_on_divergence, checkpoints = checks
     saving = loop.out is not None
     each = bool(callbacks) or stop_on_divergence or jax.process_count() > 1
-    pace = Pace(programs.chunk if not each else 1, checkpoint_every if saving else 0)
+    pace = Pace(programs.chunk if not each else 1, checkpoints.every if saving else 0)
 
     def start(state: Any, i: int) -> tuple[int, int, Pending]:
         count = pace.count(i, end)  # computed off the main thread: signals are seen meanwhile
@@ -191,10 +195,10 @@ def _intervals(
                 state, metrics, ok = computing.result()
                 pace.took(computing.seconds, count)
                 done = i + count  # intervals done after this chunk
-                due = bool(checkpoint_every) and done % checkpoint_every == 0
+                due = saving and checkpoints.due(done)
                 kept, pending = state, None
                 if overlap and done < end and not preemption.signal:
-                    if (saving and due) or callbacks or stop_on_divergence:
+                    if due or callbacks or stop_on_divergence:
                         kept = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), state))
                     pending = start(state, done)
                 these = gather((metrics, ok))  # a collective under multi-host
@@ -205,6 +209,7 @@ def _intervals(
                     continue  # the chunk in flight finishes, then is saved
                 if saving and (stopped or done == end or due):
                     loop.save(done - 1, kept)
+                    checkpoints.saved()
                 if stopped:
                     break
                 if pending is None and done < end:
@@ -213,33 +218,6 @@ def _intervals(
             if pending is not None:  # discarded (a stop, an error above): never written
                 pending[2].wait()
     return kept, stopped
-
-
-@dataclasses.dataclass
-class Pace:
-    """How many intervals the next call computes: each call of a compiled program costs a few
-    milliseconds on XLA:CPU whatever it computes (docs/speed.md, the runner's cost), so calls
-    take up to `most` intervals, as many as fill about `target_s` at the speed of the last
-    call, stopping at the next checkpoint due (every `checkpoint_every` intervals; 0: none).
-    The first call computes one interval. The numbers are the same however the run is cut."""
-
-    most: int
-    checkpoint_every: int
-    target_s: ClassVar[float] = 0.5
-    per_interval_s: float | None = None
-
-    def count(self, i: int, end: int) -> int:
-        """Intervals to compute from interval i (of `end`)."""
-        room = end - i
-        if self.checkpoint_every:
-            room = min(room, self.checkpoint_every - i % self.checkpoint_every)
-        if self.per_interval_s is None:
-            return 1
-        fits = int(self.target_s / max(self.per_interval_s, 1e-6))
-        return max(1, min(room, self.most, fits))
-
-    def took(self, seconds: float, count: int) -> None:
-        self.per_interval_s = seconds / count
 
 
 @dataclasses.dataclass
@@ -451,15 +429,16 @@ def _check_host(train: Any, data_parallel: bool) -> bool:
 def _check_options(
     run_dir: Path | None,
     resume: bool,
-    checkpoint_every: int,
+    cadence: tuple[int, float],
     track: tuple[str, ...],
     stop_after: int | None = None,
 ) -> RunDir | None:
     """The run directory to use, after refusing option combinations that cannot work."""
-    if checkpoint_every < 0:
-        raise ConfigError(
-            f"checkpoint_every must be >= 0 (0: only at the end), got {checkpoint_every}."
-        )
+    every, minutes = cadence
+    if every < 0:
+        raise ConfigError(f"checkpoint_every must be >= 0 (0: not by count), got {every}.")
+    if not minutes >= 0:  # NaN too
+        raise ConfigError(f"checkpoint_minutes must be >= 0 (0: not by time), got {minutes}.")
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"stop_after must be at least 1 interval, got {stop_after}.")
     for tracker, module in (("tensorboard", "tensorboardX"), ("wandb", "wandb")):
