@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from canter.common.run import health
@@ -73,17 +74,23 @@ def compile_programs(
 
     chunk = _chunk(make_train(batch.config).num_intervals)
 
+    def interval(config: Any, state: Any, key: Any, index: Any) -> tuple:
+        return make_train(config).interval(state, key, index)
+
     def checked_intervals(config: Any, state: Any, key: Any, first: Any, count: Any) -> tuple:
-        train = make_train(config)
+        # Traced once, here, for the loop's body and the metric buffers' shapes alike: the
+        # algorithm's Python runs once per program.
+        traced, shapes = jax.make_jaxpr(interval, return_shape=True)(config, state, key, first)
+        run_interval = jax.extend.core.jaxpr_as_fun(traced)
 
         def one(j: Any, carry: tuple) -> tuple:
             state, metrics, ok = carry
-            state, these = train.interval(state, key, first + j)
+            flat = run_interval(*jax.tree.leaves((config, state, key, first + j)))
+            state, these = jax.tree.unflatten(jax.tree.structure(shapes), flat)
             metrics = jax.tree.map(lambda kept, x: kept.at[j].set(x), metrics, these)
             return state, metrics, ok.at[j].set(health.finite(state, these))
 
-        _, shapes = jax.eval_shape(train.interval, state, key, first)
-        metrics = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), shapes)
+        metrics = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), shapes[1])
         ok = jnp.ones(chunk, bool)
         return jax.lax.fori_loop(0, count, one, (state, metrics, ok))
 
