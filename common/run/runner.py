@@ -169,9 +169,9 @@ def _intervals(
 
     Each call computes a chunk of intervals (`Pace`): one when the host may act after every
     interval (callbacks, a divergence stop, multi-host), else as many as fill about
-    `Pace.target_s` and reach no further than the next checkpoint due by count. With `overlap`, the
-    next chunk computes while this chunk's host work (metrics, progress, checks, logs,
-    callbacks, checkpoint) runs. It takes (donates) the state, so a state the host work may
+    `Pace.target_s` and reach no further than the next checkpoint due by count. With
+    `overlap`, the next chunk computes while this chunk's host work (metrics, progress, checks,
+    logs, callbacks, checkpoint) runs. It takes (donates) the state, so a state the host work may
     still need (a checkpoint due, callbacks, a divergence stop) is copied first. A stop decided
     after interval i saves i and discards the chunk in flight, computed but never written; a
     signal instead lets the chunk in flight finish and saves it.
@@ -182,7 +182,9 @@ def _intervals(
     pace = Pace(programs.chunk if not each else 1, checkpoints.every if saving else 0)
 
     def start(state: Any, i: int) -> tuple[int, int, Pending]:
-        count = pace.count(i, end)  # computed off the main thread: signals are seen meanwhile
+        """(first interval, count, the call computing them off the main thread, so that
+        signals are seen meanwhile)."""
+        count = pace.count(i, end)
         args = (programs.configs, state, eval_keys, jnp.int32(i), jnp.int32(count))
         return i, count, Pending(programs.intervals, *args)
 
