@@ -172,7 +172,9 @@ def test_runs_with_and_without_overlap_are_bit_equal(tmp_path):
 
 
 def test_chunks_of_intervals_stop_at_checkpoints_and_change_no_number(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard", reason="the log extra: pip install -e '.[log]'")
     from canter.common.run import runner
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     calls = []
 
@@ -187,9 +189,15 @@ def test_chunks_of_intervals_stop_at_checkpoints_and_change_no_number(tmp_path, 
     assert calls == [(i, 1) for i in range(5)]
     calls.clear()
     monkeypatch.setattr(runner.Pace, "target_s", 1e9)  # as many as may share a call
-    chunked = run(run_dir=tmp_path / "chunked", checkpoint_every=2)
+    chunked = run(run_dir=tmp_path / "chunked", checkpoint_every=2, track=("tensorboard",))
     # The first call measures the pace; then calls end where a checkpoint is due (2, 4, 5).
     assert calls == [(0, 1), (1, 1), (2, 2), (4, 1)]
+    events = EventAccumulator(str(tmp_path / "chunked" / "tensorboard" / "seed_1"))
+    events.Reload()
+    points = events.Scalars("eval/episodic_return")  # one per interval, in order
+    assert [p.step for p in points] == [4 * 16 * 2 * k for k in range(1, 6)]
+    expected = chunked.metrics["eval"]["episodic_return"][1]
+    np.testing.assert_allclose([p.value for p in points], expected, rtol=1e-6)
     for group, metrics in single.metrics.items():
         for name, value in metrics.items():
             np.testing.assert_array_equal(chunked.metrics[group][name], value, err_msg=name)
@@ -239,21 +247,6 @@ def test_a_run_checkpoints_by_run_time(tmp_path, monkeypatch):
     assert saved == [5]
     with pytest.raises(ConfigError, match="checkpoint_minutes must be >= 0"):
         run(run_dir=tmp_path / "bad", checkpoint_minutes=-1.0)
-
-
-def test_a_chunk_of_intervals_reaches_tensorboard_as_one_point_per_interval(tmp_path, monkeypatch):
-    pytest.importorskip("tensorboard", reason="the log extra: pip install -e '.[log]'")
-    from canter.common.run import runner
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    monkeypatch.setattr(runner.Pace, "target_s", 1e9)  # intervals 2 to 5 in one call
-    result = run(run_dir=tmp_path, track=("tensorboard",), checkpoint_every=0)
-    events = EventAccumulator(str(tmp_path / "tensorboard" / "seed_1"))
-    events.Reload()
-    points = events.Scalars("eval/episodic_return")
-    assert [p.step for p in points] == [4 * 16 * 2 * k for k in range(1, 6)]
-    expected = result.metrics["eval"]["episodic_return"][1]
-    np.testing.assert_allclose([p.value for p in points], expected, rtol=1e-6)
 
 
 @pytest.mark.slow  # eager PPO iterations: about 45 s, the fast suite's slowest test
