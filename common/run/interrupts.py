@@ -1,8 +1,9 @@
 """Preemption: SIGTERM (what SLURM and cloud schedulers send) and SIGINT (Ctrl-C) end a run
 cleanly, between intervals.
 
-The first signal only sets `Preemption.signal`; the runner finishes the interval in flight,
-checkpoints it and stops (exit code 75 from the command line). The first signal also puts the
+The first signal only sets `Preemption.signal`; the runner finishes the call in flight (one
+interval, or the few that fill about half a second: common/run/cadence.py), checkpoints it and
+stops (exit code 75 from the command line). The first signal also puts the
 default action back, so a second one ends the process at once (exit 143 or 130): checkpoints are
 written by rename (common/run/files.py), so the previous one stays whole.
 

@@ -67,7 +67,9 @@ class MetricsLog:
                         self.writers[b].add_scalar(name, value, row["env_steps"])
             if self.writers:
                 self.writers[b].flush()
-        for rows in intervals if self.wandb is not None else ():
+        if self.wandb is None:
+            return
+        for rows in intervals:
             flat = {
                 f"{lab}/{k}": v
                 for lab, r in zip(self.labels, rows, strict=True)

@@ -5,7 +5,7 @@
 (up to `Programs.chunk`, a loop with a run-time trip count: one compiled program for every
 count), with each interval's metrics and divergence flag kept apart. Each call of a compiled
 program costs a few milliseconds on XLA:CPU whatever it computes, so the host asks for as many
-intervals as it has nothing to do between (common/run/runner.py, `Pace`).
+intervals as it has nothing to do between (common/run/cadence.py, `Pace`).
 
 The host loop that calls them is common/run/runner.py; this file decides only what is compiled and
 where its values live.
