@@ -11,7 +11,10 @@ speed_ppo.py's protocol: fresh processes taking turns, ratios within a round
 `--minatar STEPS` instead measures canter's DQN MinAtar preset (Breakout-MinAtar; 1 env, an
 update of 32 per env step after 5,000 warm-up steps, the CNN) through the CLI runner for STEPS
 env steps, one seed, against random actions in one env (the environment's own ceiling): env
-steps/s per seed, the figure that says how long the preset's 1e7 steps take.
+steps/s per seed, the figure that says how long the preset's 1e7 steps take; and where a step's
+time goes, from a third run of the preset that only acts (every step a warm-up step: the
+network's action, the env step and the buffer write, no update): per env step, the env, the
+acting and buffer write, and per update, the 32-sample update.
 
     pip install -e ".[bench]"
     python benchmarks/speed_dqn.py
@@ -51,12 +54,13 @@ def canter_config(num_seeds: int = 1, steps: int = STEPS):
     )
 
 
-def minatar_config(steps: int):
-    """canter's DQN MinAtar preset on Breakout for `steps` env steps, one evaluation at the end."""
+def minatar_config(steps: int, acting_only: bool = False):
+    """canter's DQN MinAtar preset on Breakout for `steps` env steps, one evaluation at the end;
+    `acting_only`: warm-up to the end (the last step's one update aside, no update)."""
     from canter.algorithms import dqn
 
     preset = dqn.PRESETS[MINATAR_ENV]
-    warm_up = min(preset["learning_starts"], steps // 2)  # a tiny run still updates
+    warm_up = steps if acting_only else min(preset["learning_starts"], steps // 2)
     overrides = dict(total_timesteps=steps, eval_every=steps, learning_starts=warm_up)
     return dqn.Config(**{**preset, **overrides, "num_eval_envs": harness.EVAL_EPISODES})
 
@@ -64,12 +68,13 @@ def minatar_config(steps: int):
 def work(impl: str, num_seeds: int, steps: int, minatar: str = "") -> dict:
     """The worker: `--worker IMPL SEEDS STEPS [minatar]`; `canter` (and `canter-1core`) through
     the CLI runner, `canter-pure` and `rejax` as `jit(vmap(train))`; with `minatar`, canter's
-    MinAtar preset (CLI runner) or random actions in one env (`random`)."""
+    MinAtar preset (CLI runner), the preset without updates (`canter-acting`) or random actions
+    in one env (`random`)."""
     from canter.algorithms import dqn
 
     if minatar:
-        config = minatar_config(steps)
-        if impl == "canter":
+        config = minatar_config(steps, acting_only=impl == "canter-acting")
+        if impl in ("canter", "canter-acting"):
             timing = harness.timed_cli(config, dqn.make_train, "dqn")
         else:
             timing = harness.timed_jit(*harness.random_policy(MINATAR_ENV, 1, 1, steps), 1)
@@ -101,6 +106,12 @@ def minatar(out: Path, repeats: int, steps: int) -> str:
     )
     speed = harness.median(rows, "canter", "steps_per_s")
     hours = 1e7 / speed / 3600
+    run = lambda impl: harness.spawn(SCRIPT, impl, 1, steps, "minatar")  # noqa: E731
+    acting = harness.rounds(repeats, ("canter-acting",), run, lambda r: f"{r['steps_per_s']:,.0f}")
+    env_us = 1e6 / harness.median(rows, "random", "steps_per_s")
+    acting_us = 1e6 / harness.median(acting, "canter-acting", "steps_per_s")
+    updates = steps - minatar_config(steps).learning_starts
+    update_us = (1e6 / speed - acting_us) * steps / updates
     text = "\n".join(
         [
             f"DQN MinAtar preset on {MINATAR_ENV}, {steps:,} env steps, 1 seed (CLI runner).",
@@ -108,6 +119,11 @@ def minatar(out: Path, repeats: int, steps: int) -> str:
             *lines,
             "",
             f"At {speed:,.0f} env steps/s the preset's 1e7 env steps take {hours:.2f} h.",
+            "",
+            f"Where a step's time goes (medians; the preset without updates ran at "
+            f"{1e6 / acting_us:,.0f} env steps/s): the env {env_us:.0f} us per env step, "
+            f"acting and the buffer write {acting_us - env_us:.0f} us more, and each update of "
+            f"32 samples {update_us:.0f} us ({updates:,} updates).",
             "",
             f"Machine: {harness.machine()}.",
         ]

@@ -207,6 +207,10 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
     assert timed.pop() == ("cli", "dqn", 1, False) and dqn_minatar["steps_per_s"] == 15_000
     dqn_ceiling = speed_dqn.work("random", 1, 30_000, "minatar")
     assert timed.pop()[0] == "jit" and dqn_ceiling["algo"] == "dqn-minatar"
+    acting = speed_dqn.work("canter-acting", 1, 30_000, "minatar")
+    assert timed.pop() == ("cli", "dqn", 1, False) and acting["impl"] == "canter-acting"
+    assert speed_dqn.minatar_config(30_000, acting_only=True).learning_starts == 30_000
+    assert speed_dqn.minatar_config(30_000).learning_starts == 5_000
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from canter.algorithms import ppo
 
@@ -60,3 +61,26 @@ def test_time_limit_is_not_a_termination():
     v = float(values(state, [0.0])[0])
     assert v == pytest.approx(true_value, abs=0.1)
     assert abs(v - as_termination) > 0.4
+
+
+def test_final_observations_kept_in_slots_give_the_numbers_of_valuing_every_step(monkeypatch):
+    # ProbeClock truncates every 3 steps, and its final observation (1.0) is one no step acts
+    # on: rollouts of 3 steps keep it in one slot per env; with the gap unknown, the critic
+    # values every step's final observation in the rollout instead. The same run either way.
+    config = ppo.Config(
+        env="ProbeClock",
+        total_timesteps=8 * 3 * 12,
+        num_envs=8,
+        num_steps=3,
+        num_minibatches=2,
+        gamma=0.9,
+        eval_every=8 * 3 * 4,
+    )
+    assert ppo.truncation_gap(*ppo.make_env("ProbeClock")) == 3
+    _, slots = jax.jit(ppo.make_train(config))(jax.random.key(1))
+    monkeypatch.setattr(ppo, "truncation_gap", lambda env, params: None)
+    _, every_step = jax.jit(ppo.make_train(config))(jax.random.key(1))
+    for name in ("value_loss", "policy_loss", "explained_variance"):
+        got, want = slots["train"][name], every_step["train"][name]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert float(slots["train"]["value_loss"][0]) > 0.0

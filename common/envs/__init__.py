@@ -1,6 +1,6 @@
 """Environments: `make_env(name)` and what stands behind it. Changes what the learner sees.
 
-    registry.py   make_env, the names it accepts, register_env, is_host_env
+    registry.py   make_env, the names it accepts, register_env, is_host_env, truncation_gap
     wrappers.py   float observations, episode statistics, MinAtar's sticky actions
     host.py       `gymnasium:<id>`: a Gymnasium env stepped on the host inside the compiled step
     atari.py      Atari as DQN and CleanRL train it: preprocessing, life loss, reward clipping
@@ -30,6 +30,7 @@ from canter.common.envs.registry import (
     is_host_env,
     make_env,
     register_env,
+    truncation_gap,
     vector_mask,
     vector_step,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "is_host_env",
     "make_env",
     "register_env",
+    "truncation_gap",
     "vector_mask",
     "vector_step",
 ]

@@ -330,6 +330,22 @@ def vector_step(env: Any) -> Callable:
     return batch_step
 
 
+def truncation_gap(env: Any, params: Any) -> int | None:
+    """The fewest steps between two truncations of one env, where canter knows it: gymnax's own
+    `step` truncates at `time >= max_steps_in_episode` and its reset sets `time` to 0, so that
+    many. None for an env whose step or truncation is its own (Gymnasium's wrappers, Jumanji's
+    and Craftax's limits, the adapters here): a truncation may come at any step there."""
+    from gymnax.environments.environment import Environment
+
+    bare = getattr(env, "unwrapped", env)
+    kind = type(bare)
+    if not isinstance(bare, Environment) or kind.step is not Environment.step:
+        return None
+    if kind.is_truncated is not Environment.is_truncated:
+        return None
+    return int(params.max_steps_in_episode)
+
+
 def vector_mask(env: Any) -> Callable[[Any, Any], Any]:
     """`mask(states, params)`: the valid actions of a batch of states, booleans `[n, num_actions]`
     from the bare env's `action_mask(state, params)` (Jumanji's tasks); for an env without masks
