@@ -350,7 +350,7 @@ def make_train(config: Config) -> trainer.Train:
     # A truncated episode bootstraps from the value of its final observation. If one env's
     # truncations come at least a rollout apart, each env keeps its last one in a slot and the
     # critic runs on num_envs slots per rollout, not on num_envs final observations per step
-    # (8% of a MinAtar run; the same numbers: tests/test_ppo.py).
+    # (8% of a MinAtar run; the same numbers: tests/test_probes.py).
     gap = truncation_gap(env, env_params)
     slots = gap is not None and config.num_steps <= gap
     split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)

@@ -24,6 +24,7 @@ Writes benchmarks/results/speed_dqn.md and speed_dqn.json (`--minatar`: speed_dq
 and .json).
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -112,6 +113,8 @@ def minatar(out: Path, repeats: int, steps: int) -> str:
     acting_us = 1e6 / harness.median(acting, "canter-acting", "steps_per_s")
     updates = steps - minatar_config(steps).learning_starts
     update_us = (1e6 / speed - acting_us) * steps / updates
+    record = {"machine": harness.machine(), "rounds": rows, "acting_rounds": acting}
+    harness.write(out / "speed_dqn-minatar.json", json.dumps(record, indent=1))
     text = "\n".join(
         [
             f"DQN MinAtar preset on {MINATAR_ENV}, {steps:,} env steps, 1 seed (CLI runner).",

@@ -18,7 +18,11 @@ def short_episodes(params, limit):
 
 @pytest.mark.parametrize(
     "game, obs_size, actions",
-    [("Craftax-Symbolic-v1", 8268, 43), ("Craftax-Classic-Symbolic-v1", 1345, 17)],
+    [
+        # the full game's step compiles for about a minute on 2 cores: behind the slow marker
+        pytest.param("Craftax-Symbolic-v1", 8268, 43, marks=pytest.mark.slow),
+        ("Craftax-Classic-Symbolic-v1", 1345, 17),
+    ],
 )
 def test_games_have_their_published_spaces_and_a_gymnax_step(game, obs_size, actions):
     env, params = make_env(craftax.PREFIX + game, action="discrete")
@@ -51,6 +55,7 @@ def test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_world
     assert float(state.returned_length) == 3  # episode statistics see the end
 
 
+@pytest.mark.slow  # 32 Craftax worlds stepped and refilled: over a minute on 2 cores
 def test_refill_gives_a_new_spare_to_the_envs_that_used_theirs_and_only_to_them():
     env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
     params = short_episodes(params, 2)

@@ -407,6 +407,7 @@ def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_ro
     assert "compiled" not in out
 
 
+@pytest.mark.slow  # five runs train (two resumed): about a minute on 2 cores
 def test_train_longer_equals_a_run_started_with_the_larger_budget(tmp_path):
     flat = dataclasses.replace(SMALL, anneal_lr=False)  # nothing in the program counts the budget
     longer = dataclasses.replace(flat, total_timesteps=2 * flat.total_timesteps)
