@@ -45,15 +45,8 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import (
-    MINATAR_GAMES,
-    episode_metrics,
-    make_env,
-    truncation_gap,
-    vector_mask,
-    vector_step,
-)
-from canter.common.envs.registry import CRAFTAX_GAMES
+from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs.registry import CRAFTAX_GAMES, truncation_gap
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -370,9 +363,8 @@ def make_train(config: Config) -> trainer.Train:
             jax.random.split(env_key, config.num_envs), env_state, action, env_params
         )
         final_obs, next_value = info["final_observation"], None
-        if slots:
-            ended = truncated.reshape(truncated.shape + (1,) * (final_obs.ndim - 1))
-            finals = jnp.where(ended, final_obs, finals)
+        if slots:  # each env's last truncated final observation, valued after the rollout
+            finals = jax.vmap(jnp.where)(truncated, final_obs, finals)
         else:
             next_value = jax.vmap(model.value)(final_obs)
         record = Transition(obs, action, mask, log_prob, reward, terminated, truncated, next_value)
