@@ -12,9 +12,9 @@ speed_ppo.py's protocol: fresh processes taking turns, ratios within a round
 update of 32 per env step after 5,000 warm-up steps, the CNN) through the CLI runner for STEPS
 env steps, one seed, against random actions in one env (the environment's own ceiling): env
 steps/s per seed, the figure that says how long the preset's 1e7 steps take; and where a step's
-time goes, from a third run of the preset that only acts (every step a warm-up step: the
-network's action, the env step and the buffer write, no update): per env step, the env, the
-acting and buffer write, and per update, the 32-sample update.
+time goes, from a third run of the preset that only acts (every step but the last a warm-up
+step: the network's action, the env step and the buffer write), run after the paired rounds:
+per env step, the env, the acting and buffer write, and per update, the 32-sample update.
 
     pip install -e ".[bench]"
     python benchmarks/speed_dqn.py
