@@ -83,8 +83,11 @@ def load_run(run_dir: Path, episodes: int, algorithm: Path | None = None) -> tup
     return module, batch, configs, loaded["state"], header
 
 
-def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, seed: int) -> tuple:
-    """Render one greedy episode of batch entry `index` to a GIF."""
+def render_gif(
+    module: Any, configs: Any, state: Any, index: int, path: Path, seed: int, steps: int | None
+) -> tuple:
+    """Render one greedy episode of batch entry `index` to a GIF, its first `steps` steps where
+    `steps` is set (else the whole episode, up to the env's limit)."""
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
@@ -98,7 +101,7 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
             action, carry = policy(jnp.asarray(obs)[None], carry)
             return action[0]
 
-        limit = int(env_params.max_steps_in_episode)
+        limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
         frames, returns = render_episode(env.unwrapped, act, seed, limit)
         save_gif([Image.fromarray(frame) for frame in frames], returns, path)
         return returns[-1], len(frames) - 1
@@ -106,8 +109,11 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
     valid = jax.jit(vector_mask(env))
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
+    limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
     carry, states, returns, total = train.start_carry(1), [base_state(env_state)], [0.0], 0.0
-    for _ in range(int(env_params.max_steps_in_episode)):
+    taken = 0
+    while taken < limit:
+        taken += 1
         key, step_key = jax.random.split(key)
         mask = valid(jax.tree.map(lambda x: x[None], env_state), env_params)
         action, carry = policy(obs[None], carry, mask)
@@ -121,7 +127,7 @@ def render_gif(module: Any, configs: Any, state: Any, index: int, path: Path, se
         states.append(base_state(env_state))
         returns.append(total)
     write_gif(env.unwrapped, env_params, states, returns, path)
-    return total, len(states)  # the last state, before the auto-reset, is not drawn
+    return total, taken  # the last state of an ended episode, before the auto-reset, is not drawn
 
 
 def write_gif(env: Any, env_params: Any, states: list, returns: list[float], path: Path) -> None:
@@ -172,6 +178,7 @@ def main(
     episodes: int = 16,
     gif: Path | None = None,
     gif_entry: int = 0,
+    gif_steps: int | None = None,
     algorithm: Path | None = None,
 ) -> dict[str, Any]:
     """Greedy evaluation of every seed (and sweep point) of a run's last checkpoint.
@@ -181,11 +188,14 @@ def main(
         episodes: Greedy episodes per seed, each on a fresh environment.
         gif: Also render one greedy episode to this GIF file.
         gif_entry: Which seed (index in the run, point-major in a sweep) to render.
+        gif_steps: Draw at most this many steps of the episode (default: all of it).
         algorithm: The algorithm file that made the run, if it moved since (config.json
             records where it was).
     """
     if episodes < 1:
         raise ConfigError(f"--episodes must be positive, got {episodes}.")
+    if gif_steps is not None and gif_steps < 1:
+        raise ConfigError(f"--gif-steps must be positive, got {gif_steps}.")
     module, batch, configs, state, header = load_run(run_dir, episodes, algorithm)
     if not 0 <= gif_entry < batch.size:
         raise ConfigError(
@@ -209,7 +219,8 @@ def main(
         "std": float(returns.std()),
     }
     if gif is not None:
-        total, length = render_gif(module, configs, state, gif_entry, gif, batch.config.seed)
+        seed = batch.config.seed
+        total, length = render_gif(module, configs, state, gif_entry, gif, seed, gif_steps)
         print(f"wrote {gif}: entry {gif_entry}, return {total:.2f} over {length} steps")
     return result
 

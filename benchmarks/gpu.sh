@@ -16,7 +16,8 @@
 #   then runner-split (second, after ppo-minatar): where the runner's extra time goes, PPO
 #      MinAtar (100 iterations) and PPO CartPole (300), in one process: the pure program, plain
 #      jitted interval programs with and without vmap, the runner's two programs in a plain
-#      loop, the runner (runner_split.py; three rounds, whatever --repeats)
+#      loop, the runner (runner_split.py; three rounds, whatever --repeats;
+#      with --tiny, CartPole alone and one round)
 # then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
 # rounds each. A step that would start after GPU_BUDGET_S seconds (default 420; none with --tiny
 # unless it is set) is skipped and named in skipped.txt: run it later with --only (results of
@@ -54,13 +55,15 @@ python=${PYTHON:-python}
 gpu_setup gpu.sh "$tiny" gymnax distrax tyro rejax equinox optax
 
 if ((tiny)); then
-    repeats=1 ppo_seeds="1 2" minatar_iterations=2 cartpole_seeds="1 2" cartpole_iterations=4
+    # One seed count per head-to-head (2: the vmapped path) and one runner-split setup, one
+    # round: each fresh process costs a cold start and a compile on a CPU, and CI runs this.
+    repeats=1 ppo_seeds="2" minatar_iterations=2 cartpole_seeds="2" cartpole_iterations=4
     dqn_minatar_steps=400 dqn_steps=2000 pqn_iterations=2 runner_iterations=4 runner_cadence=2
-    split_cartpole_iterations=4
+    split_setups="cartpole" split_iterations="4" split_repeats=1
 else
     repeats=2 ppo_seeds="1 16" minatar_iterations=100 cartpole_seeds="1 64" cartpole_iterations=1000
     dqn_minatar_steps=30000 dqn_steps=500000 pqn_iterations=50 runner_iterations=1000
-    runner_cadence=50 split_cartpole_iterations=300
+    runner_cadence=50 split_setups="minatar cartpole" split_iterations="100 300" split_repeats=3
 fi
 mkdir -p "$out"
 rm -f "$out/skipped.txt"
@@ -88,8 +91,9 @@ step() {  # step NAME COMMAND...: run it unless --only leaves it out or the budg
 # shellcheck disable=SC2086  # the seed lists split into words on purpose
 step ppo-minatar benchmarks/speed_minatar.py --algo ppo --seeds $ppo_seeds \
     --ppo-iterations "$minatar_iterations"
-STEP_REPEATS=3 step runner-split benchmarks/runner_split.py --setup minatar cartpole \
-    --iterations "$minatar_iterations" "$split_cartpole_iterations"
+# shellcheck disable=SC2086
+STEP_REPEATS=$split_repeats step runner-split benchmarks/runner_split.py --setup $split_setups \
+    --iterations $split_iterations
 # shellcheck disable=SC2086
 step ppo-cartpole benchmarks/speed_ppo.py --seeds $cartpole_seeds \
     --iterations "$cartpole_iterations"

@@ -8,15 +8,19 @@ from pathlib import Path
 
 from canter.algorithms import evaluate
 from canter.common.run import checkpoint
+from PIL import Image
 
 
 def assert_evaluates_and_renders(run_dir: Path, gif: Path, entries: int) -> None:
-    """`evaluate.py RUN --episodes 3 --gif GIF` works on a run: one finite mean return per
-    entry, and a GIF of the last entry's greedy episode."""
-    result = evaluate.main(run_dir, episodes=3, gif=gif, gif_entry=entries - 1)
+    """`evaluate.py RUN --episodes 3 --gif GIF --gif-steps 20` works on a run: one finite mean
+    return per entry, and a GIF of at most the first 20 steps of the last entry's greedy
+    episode (the first frame is the reset's)."""
+    result = evaluate.main(run_dir, episodes=3, gif=gif, gif_entry=entries - 1, gif_steps=20)
     assert len(result["returns"]) == entries
     assert all(math.isfinite(r) for r in result["returns"]), result
     assert gif.read_bytes().startswith(b"GIF8")
+    with Image.open(gif) as image:
+        assert 1 <= image.n_frames <= 21, image.n_frames
 
 
 def kill_after_checkpoint(victim: subprocess.Popen, run_dir: Path, interval: int) -> int:

@@ -334,25 +334,6 @@ def test_td3_variants_change_only_what_they_name():
         assert target_moved is moved, module.__name__
 
 
-@pytest.mark.slow  # nine fresh processes that compile PPO: about 2 minutes
-def test_runner_overhead_runs_end_to_end_at_a_tiny_size(repo_root, tmp_path):
-    command = [
-        sys.executable,
-        "benchmarks/runner_overhead.py",
-        "--repeats",
-        "1",
-        "--iterations",
-        "4",
-        "--out",
-        str(tmp_path),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = (tmp_path / "runner_overhead.md").read_text().splitlines()
-    cadences = [row.split("|")[1:3] for row in rows if row.startswith("| ") and "---" not in row]
-    assert [[c.strip() for c in row] for row in cadences[1:]] == [["1", "4"], ["4", "1"]]
-
-
 def test_random_returns_draw_valid_actions_only():
     """ProbeMasked pays 0, 1 or 10 for its actions and forbids action 2: uniformly random valid
     actions average 0.5 (3.67 if the mask were ignored)."""

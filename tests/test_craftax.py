@@ -130,34 +130,6 @@ def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
         make_env("Craftax-Symbolic-v1")
 
 
-@pytest.mark.slow  # PPO on Craftax-Classic through the CLI: about a minute on 2 cores
-def test_ppo_trains_on_craftax_through_the_command_line(repo_root, tmp_path):
-    import subprocess
-    import sys
-
-    command = [
-        sys.executable,
-        "algorithms/ppo.py",
-        "--env",
-        "craftax:Craftax-Classic-Symbolic-v1",
-        "--num-envs",
-        "16",
-        "--num-steps",
-        "16",
-        "--total-timesteps",
-        "1024",
-        "--eval-every",
-        "512",
-        "--num-eval-envs",
-        "2",
-        "--run-dir",
-        str(tmp_path / "run"),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "run" / "summary.json").exists()
-
-
 @pytest.mark.parametrize("game", craftax.GAMES)
 def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
@@ -203,7 +175,9 @@ def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_p
     import subprocess
     import sys
 
-    args = ["--envs", "16", "--steps", "8", "--calls", "1", "--repeats", "1", "--out", tmp_path]
+    # Classic: the full game's step compiled for 2-4 minutes here, and the script is the same.
+    args = ["--game", "Craftax-Classic-Symbolic-v1", "--envs", "16", "--steps", "8"]
+    args += ["--calls", "1", "--repeats", "1", "--out", tmp_path]
     command = [sys.executable, "benchmarks/speed_craftax.py", "--ways", "canter", "no-reset"]
     done = subprocess.run(
         command + [str(a) for a in args], capture_output=True, text=True, cwd=repo_root, timeout=600
@@ -233,7 +207,7 @@ CLASSIC_PPO = dict(
     gae_lambda=0.8,
     max_grad_norm=1.0,
     hidden_size=256,
-    num_seeds=4,
+    num_seeds=3,  # the first three of the four measured: the test takes about 8 minutes on 2 cores
 )
 RANDOM_CLASSIC_RETURN, CLASSIC_THRESHOLD = 1.42, 2.3
 

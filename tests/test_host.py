@@ -383,12 +383,14 @@ def test_a_mujoco_gif_renders_offscreen_without_a_display(repo_root, tmp_path):
         "1",
         "--gif",
         str(gif),
+        "--gif-steps",  # of the episode's 1000: the whole took 2 minutes here
+        "100",
     ]
     headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     headless.pop("MUJOCO_GL", None)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=headless)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "over 1000 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
+    assert "over 100 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
     # A backend that cannot draw here (GLFW needs a display) is refused in one line, no traceback.
     glfw = {**headless, "MUJOCO_GL": "glfw"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=glfw)

@@ -93,6 +93,22 @@ def is_setup_line(command: str) -> bool:
     return command.startswith(setup)
 
 
+def parts(block: str) -> list[list[str]]:
+    """A block's commands in parts, a new part at each install line after the first command:
+    the parts run as separate test items (in parallel under xdist; the common-tasks block
+    took 18 minutes as one). A part never needs an earlier part's files (the test below fails
+    on a `RUN_DIR` or `cd` that would)."""
+    out: list[list[str]] = [[]]
+    for command in commands(block):
+        if command.startswith("pip install") and not all(map(is_setup_line, out[-1])):
+            out.append([])
+        out[-1].append(command)
+    return out
+
+
+PARTS = [(i, j) for i, block in enumerate(BASH) for j in range(len(parts(block)))]
+
+
 def with_tiny_budget(words: list[str]) -> list[str]:
     """`words` with the tiny budget of its algorithm file appended (flags it lacks)."""
     script = next((w for w in words if w.endswith(".py")), "")
@@ -127,11 +143,11 @@ def environment() -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(len(BASH)), ids=[f"block{i}" for i in range(len(BASH))])
-def test_readme_commands_run(index, tmp_path):
+@pytest.mark.parametrize("block, part", PARTS, ids=[f"block{i}-part{j}" for i, j in PARTS])
+def test_readme_commands_run(block, part, tmp_path):
     work, home = workspace(tmp_path), tmp_path / "home"
     cwd, run_dir = work, None
-    for command in commands(BASH[index]):
+    for command in parts(BASH[block])[part]:
         original = command
         if is_setup_line(command):
             check_setup_line(command)
