@@ -91,6 +91,7 @@ def render_gif(
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
+    limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
     if is_host_env(env):  # a host (Gymnasium) env draws its own frames
         from canter.common.envs.host import render_episode
 
@@ -101,7 +102,6 @@ def render_gif(
             action, carry = policy(jnp.asarray(obs)[None], carry)
             return action[0]
 
-        limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
         frames, returns = render_episode(env.unwrapped, act, seed, limit)
         save_gif([Image.fromarray(frame) for frame in frames], returns, path)
         return returns[-1], len(frames) - 1
@@ -109,7 +109,6 @@ def render_gif(
     valid = jax.jit(vector_mask(env))
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
-    limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
     carry, states, returns, total = train.start_carry(1), [base_state(env_state)], [0.0], 0.0
     taken = 0
     while taken < limit:
