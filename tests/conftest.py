@@ -38,3 +38,63 @@ for probe in PROBES:
 @pytest.fixture(scope="session")
 def repo_root():
     return Path(__file__).resolve().parent.parent
+
+
+# --- order: the longest tests first, on every xdist worker
+#
+# CI runs the whole suite in one session on two cores, with xdist's `worksteal` scheduling: each
+# worker gets a contiguous share of the collection and, when done, takes half of another's queue
+# from its end. A worker that meets a ten-minute test near the end of its share leaves the other
+# idle, so the slow and learning tests go to the fronts of the shares, largest first, each to
+# the share with the least estimated work; the rest keep their order (and their fixtures'
+# locality) behind them. Estimates: worker seconds measured on 2 busy cores (2026-11-27); any
+# other slow or learning test counts 60 s. Only the order changes, never what runs.
+ESTIMATES = {
+    "test_gpu_script.py::test_tiny_run_writes": 540,
+    "test_craftax.py::test_ppo_learns": 490,
+    "test_readme.py::test_readme_commands_run[block1-part3]": 390,
+    "test_readme.py::test_readme_commands_run[block1-part2]": 350,
+    "test_gpu_script.py::test_the_suites_script_writes": 290,
+    "test_physics.py::test_sac_balances": 260,
+    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw": 240,
+    "test_physics.py::test_ppo_continuous_balances": 220,
+    "test_host.py::test_ppo_learns": 220,
+    "test_ppo_rnn.py::test_memory_beats": 220,
+    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 210,
+    "test_ppo_continuous.py::test_pendulum_reaches_target": 190,
+    "test_physics.py::test_the_speed_benchmark": 180,
+    "test_ppo_rnn.py::test_cartpole_reaches": 160,
+}
+
+
+def estimate(item: pytest.Item) -> float:
+    name = item.nodeid.removeprefix("tests/")
+    known = [s for prefix, s in ESTIMATES.items() if name.startswith(prefix)]
+    if known:
+        return known[0]
+    return 60 if {"slow", "learning"} & {m.name for m in item.iter_markers()} else 0
+
+
+def pytest_collection_modifyitems(config, items):
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    # The shares' sizes, as worksteal cuts them: each idle worker gets pending // workers left.
+    sizes, left = [], len(items)
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    heavy = sorted((i for i in items if estimate(i) > 0), key=estimate, reverse=True)
+    fronts, work = [[] for _ in sizes], [0.0] * workers
+    for item in heavy:
+        open_shares = [w for w in range(workers) if len(fronts[w]) < sizes[w]]
+        share = min(open_shares, key=lambda w: work[w])
+        fronts[share].append(item)
+        work[share] += estimate(item)
+    chosen = {id(i) for i in heavy}
+    rest = iter([i for i in items if id(i) not in chosen])
+    items[:] = [
+        item
+        for front, size in zip(fronts, sizes, strict=True)
+        for item in front + [next(rest) for _ in range(size - len(front))]
+    ]

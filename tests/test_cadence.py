@@ -48,6 +48,7 @@ def test_eval_every_under_one_iteration_evaluates_after_every_iteration():
     assert train.interval_iterations == 1 and train.eval_every == 512
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_the_cli_says_how_many_evaluations_and_how_often(repo_root, tmp_path):
     command = [
         sys.executable,

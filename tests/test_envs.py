@@ -139,6 +139,7 @@ def test_every_listed_env_traces_under_the_runner(name):
     assert metrics["eval"]["episodic_return"].shape == (2,)
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_an_env_whose_constructor_branches_on_arrays_trains(repo_root, tmp_path):
     command = [
         sys.executable,

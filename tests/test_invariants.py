@@ -92,6 +92,7 @@ def test_train_traces_once():
     assert counts == {"step": 1, "act": 1}
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_host_runner_equals_pure_train(vmapped):
     make_train = ppo.make_train
     traced = {}

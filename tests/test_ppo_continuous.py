@@ -240,6 +240,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "8192", "--eval-every", "4096", "--num-eval-envs", "2"]

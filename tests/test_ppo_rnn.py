@@ -127,6 +127,7 @@ def test_time_limit_is_not_a_termination():
     assert abs(v - 1.42) > 0.4
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_memory_probe_is_solved_only_with_memory():
     _, metrics = train_probe("ProbeMemory", steps=90)
     assert float(metrics["eval"]["episodic_return"][-1]) == 1.0
@@ -216,6 +217,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "2"]

@@ -48,6 +48,7 @@ def test_finite_ignores_nan_metrics_but_not_nan_state_or_inf():
     assert not finite(state, {"train": {"loss": one}, "eval": {"r": nan}})
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_a_diverged_sweep_point_is_named_and_the_others_are_untouched(tmp_path, capsys):
     config = dataclasses.replace(SMALL, learning_rate=2.5e-4)
     result = trainer.run(

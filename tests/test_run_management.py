@@ -122,6 +122,7 @@ def test_resume_with_a_different_config_names_the_field(uninterrupted):
     assert (uninterrupted.run_dir / "checkpoint.eqx").read_bytes() == before
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_sweep_compiles_once_and_each_point_equals_a_plain_run():
     traces = []
 

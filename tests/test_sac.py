@@ -104,6 +104,7 @@ def test_probe_action_dependent_reward_uses_the_action_scale():
     assert float(metrics["eval"]["episodic_return"][-1]) > -0.02
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_the_temperature_learns_at_its_own_rate():
     config = probe_config("ProbeContinuousAction", total_timesteps=4 * 100, learning_starts=40)
     frozen, _ = jax.jit(sac.make_train(dataclasses.replace(config, alpha_lr=0.0)))(
@@ -202,6 +203,7 @@ def run_cli(repo_root, *args):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     args = ["--total-timesteps", "300", "--learning-starts", "100", "--eval-every", "150"]
     done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run"))
