@@ -28,6 +28,7 @@ def test_overrides_are_typed_and_unknown_fields_fail():
         returns.parse_overrides(ppo.Config, ["lr=1e-3"])
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_returns_writes_a_result_and_a_table_row(tmp_path):
     overrides = {"total_timesteps": 2048, "eval_every": 1024, "num_eval_envs": 2}
     record = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path)
@@ -39,6 +40,7 @@ def test_returns_writes_a_result_and_a_table_row(tmp_path):
     assert row.startswith("| ppo | CartPole-v1 | --total-timesteps 2048") and "| 2 |" in row
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_returns_resume_continues_a_run_cut_short(tmp_path):
     from canter.algorithms import ppo, trainer
 
@@ -301,6 +303,7 @@ def test_permutation_p_is_exact():
     assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_td3_variants_change_only_what_they_name():
     """Each variant is td3.py with its flags: sbxrule's targets follow at the first critic update
     (td3.py's wait for the delayed actor), flaxinit starts from zero biases."""

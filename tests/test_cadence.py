@@ -90,6 +90,7 @@ def test_a_curve_with_one_or_two_points_shows_them(points):
     plt.close(fig)
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_a_run_directory_from_before_env_step_eval_every_is_not_resumed(tmp_path):
     config = ppo.Config(total_timesteps=4 * 16 * 2, num_envs=4, num_steps=16, eval_every=64)
     result = trainer.run(

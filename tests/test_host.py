@@ -17,6 +17,7 @@ from canter.algorithms import ppo, trainer
 from canter.common.config import ConfigError
 from canter.common.envs import make_env
 from canter.common.envs.host import _seed
+from canter.common.envs.registry import _build
 from canter.common.run.evaluation import run_episodes
 
 from tests.checks import kill_after_checkpoint
@@ -108,6 +109,7 @@ def test_refusals_name_the_problem(monkeypatch):
         )
 
     monkeypatch.setattr(gymnasium, "make", missing)
+    _build.cache_clear()  # a test before this one in the worker may have built HalfCheetah-v5
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[mujoco\]'"):
         make_env("gymnasium:HalfCheetah-v5")
 
@@ -197,6 +199,7 @@ def test_host_evaluation_stops_once_every_episode_has_ended():
     )
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_cli_refuses_before_compiling_with_exit_2(repo_root):
     cases = [
         (("--env", "gymnasium:HalfCheetah-v9"), "Registered versions: HalfCheetah-v2"),
@@ -408,8 +411,9 @@ def test_a_mujoco_gif_renders_offscreen_without_a_display(repo_root, tmp_path):
 
 @pytest.mark.learning
 def test_ppo_learns_gymnasium_cartpole_as_on_gymnax():
-    # The gymnax CartPole learning test's config (PureJaxRL's defaults, 5e5 steps, 4 seeds).
-    config = ppo.Config(env="gymnasium:CartPole-v1", num_seeds=4)
+    # The gymnax CartPole learning test's config (PureJaxRL's defaults, 5e5 steps), 2 seeds:
+    # every seed must reach 475 (4 seeds, measured: 500.0 each, docs/results.md).
+    config = ppo.Config(env="gymnasium:CartPole-v1", num_seeds=2)
     result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
     assert np.all(result.metrics["eval"]["episodic_return"][:, -1] >= 475), result.summary
     assert result.summary["final_return_mean"] >= 475, result.summary

@@ -269,6 +269,7 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     args = ["--preset", "MountainCarContinuous-v0", "--gamma", "0.98", "--total-timesteps", "4096"]

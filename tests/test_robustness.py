@@ -395,6 +395,7 @@ def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_ro
     assert header["interval"] >= 1
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_cli_exit_code_of_a_diverged_run(repo_root, tmp_path):
     args = [
         "--total-timesteps",

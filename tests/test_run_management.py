@@ -368,6 +368,7 @@ def test_cli_resume_with_changed_flag_and_static_sweep_fail_cleanly(repo_root, u
     assert bad.returncode == 2 and "'num_steps' is static" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
     gif = tmp_path / "episode.gif"
     command = [
@@ -387,6 +388,7 @@ def test_evaluate_cli_reports_and_renders(repo_root, uninterrupted, tmp_path):
     assert missing.returncode == 2 and "config.json" in missing.stderr
 
 
+@pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
 def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_root, tmp_path):
     run_dir = tmp_path / "run"
     run(run_dir=run_dir, checkpoint_every=1, stop_after=2)
