@@ -79,6 +79,7 @@ def estimate(item: pytest.Item) -> float:
     return 60 if {"slow", "learning"} & {m.name for m in item.iter_markers()} else 0
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselect: the shares are of what runs
 def pytest_collection_modifyitems(config, items):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers < 2:
