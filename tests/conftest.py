@@ -48,15 +48,15 @@ def repo_root():
 # idle, so the slow and learning tests go to the fronts of the shares, largest first, each to
 # the share with the least estimated work; the rest keep their order (and their fixtures'
 # locality) behind them. Estimates: worker seconds measured in a whole run on 2 busy cores
-# (2026-11-27); any other slow or learning test counts 60 s. Only the order changes, never what
-# runs, but a test that leans on a cache an earlier test filled now meets other neighbours
-# (tests/test_host.py clears the env cache it needs empty).
+# (2026-11-27); any other learning test counts 100 s, any other slow test 30 s (most take 15-60
+# s). Only the order changes, never what runs, but a test that leans on a cache an earlier test
+# filled now meets other neighbours (tests/test_host.py clears the env cache it needs empty).
 ESTIMATES = {
     "test_gpu_script.py::test_tiny_run_writes": 640,
     "test_gpu_script.py::test_the_suites_script_writes": 460,
     "test_readme.py::test_readme_commands_run[block1-part3]": 440,
     "test_craftax.py::test_ppo_learns": 400,
-    "test_readme.py::test_readme_commands_run[block1-part2]": 380,
+    "test_readme.py::test_readme_commands_run[block1-part2]": 200,
     "test_physics.py::test_sac_balances": 250,
     "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 250,
     "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw": 240,
@@ -68,6 +68,10 @@ ESTIMATES = {
     "test_ppo_rnn.py::test_cartpole_reaches": 160,
     "test_jumanji.py::test_ppo_with_masks": 160,
     "test_ppo_continuous.py::test_pendulum_reaches_target": 155,
+    "test_host.py::test_ppo_learns_gymnasium_cartpole": 150,
+    "test_pqn.py::test_pqn_cartpole_reaches_reference_return": 140,
+    "test_run_management.py::test_multihost": 130,
+    "test_minatar.py::test_ppo_learns_breakout_minatar": 120,
 }
 
 
@@ -76,7 +80,8 @@ def estimate(item: pytest.Item) -> float:
     known = [s for prefix, s in ESTIMATES.items() if name.startswith(prefix)]
     if known:
         return known[0]
-    return 60 if {"slow", "learning"} & {m.name for m in item.iter_markers()} else 0
+    marks = {m.name for m in item.iter_markers()}
+    return 100 if "learning" in marks else 30 if "slow" in marks else 0
 
 
 @pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselect: the shares are of what runs

@@ -19,11 +19,11 @@ def short_episodes(params, limit):
 @pytest.mark.parametrize(
     "game, obs_size, actions",
     [
-        # the full game's step compiles for about a minute on 2 cores: behind the slow marker
-        pytest.param("Craftax-Symbolic-v1", 8268, 43, marks=pytest.mark.slow),
+        ("Craftax-Symbolic-v1", 8268, 43),  # its step compiles for about a minute on 2 cores
         ("Craftax-Classic-Symbolic-v1", 1345, 17),
     ],
 )
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_games_have_their_published_spaces_and_a_gymnax_step(game, obs_size, actions):
     env, params = make_env(craftax.PREFIX + game, action="discrete")
     assert env.observation_space(params).shape == (obs_size,)
@@ -37,6 +37,7 @@ def test_games_have_their_published_spaces_and_a_gymnax_step(game, obs_size, act
     assert info["final_observation"].shape == (obs_size,)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_world():
     env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
     params = short_episodes(params, 3)
@@ -99,6 +100,7 @@ def test_refill_gives_a_new_spare_to_the_envs_that_used_theirs_and_only_to_them(
     assert len(np.unique(np.asarray(refilled.spare_obs)[ended], axis=0)) == int(ended.sum())
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_refill_generates_only_the_worlds_the_batch_used():
     env, params = make_env("craftax:Craftax-Classic-Symbolic-v1")
     keys = jax.random.split(jax.random.key(5), 32)  # 32 envs: up to 2 worlds per refill
@@ -130,6 +132,7 @@ def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
         make_env("Craftax-Symbolic-v1")
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: each game's preset builds its program
 @pytest.mark.parametrize("game", craftax.GAMES)
 def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env

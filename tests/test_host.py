@@ -139,6 +139,7 @@ def test_ppo_runs_vmapped_seeds_and_the_same_seed_gives_the_same_numbers(tmp_pat
     assert (tmp_path / "a" / "summary.json").exists()
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_host_simulators_are_not_stepped_by_an_interval_a_stop_may_discard(monkeypatch):
     # A discarded interval would step the simulators past the checkpoint: with callbacks (or a
     # divergence stop) a host-env run computes its intervals one after the other.
@@ -164,6 +165,7 @@ def test_host_simulators_are_not_stepped_by_an_interval_a_stop_may_discard(monke
     assert result.summary["complete"]
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_a_ragged_last_interval_steps_exactly_the_iterations_it_keeps(monkeypatch):
     # 8 iterations in intervals of 3: the last interval's third iteration is skipped by a real
     # cond, so the simulators take the kept steps only (evaluation stubbed out: it is counted

@@ -69,6 +69,7 @@ def test_metric_shapes(vmapped):
     assert expected | {"approx_kl", "clipfrac", "explained_variance"} <= set(metrics["train"])
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_vmapped_seed_equals_single_run(vmapped):
     train = jax.jit(ppo.make_train(TINY))
     for i in (0, 2):
@@ -83,6 +84,7 @@ def test_seeds_differ(vmapped):
     assert not np.allclose(state.obs[0], state.obs[1])
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_train_traces_once():
     train, counts = counting(ppo.make_train(TINY))
     compiled = jax.jit(jax.vmap(train))
@@ -113,6 +115,7 @@ def test_host_runner_equals_pure_train(vmapped):
     assert result.summary["env_steps"] == TINY.total_timesteps
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_ragged_last_interval_runs_exactly_num_iterations():
     config = dataclasses.replace(TINY, total_timesteps=4 * 8 * 5)  # 5 iterations, eval every 2
     train = ppo.make_train(config)

@@ -127,6 +127,7 @@ def test_the_task_list_is_xminigrids_minigrid_list_and_every_task_builds():
         assert params.max_steps_in_episode == params.inner.max_steps > 0, task
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_a_jitted_vmapped_batch_truncates_at_the_limit_and_terminates_only_with_a_reward():
     env, params = make_env("xminigrid:MiniGrid-DoorKey-5x5")
     num_envs, limit = 8, params.max_steps_in_episode

@@ -136,6 +136,7 @@ def test_time_limit_bootstraps_and_rewards_scale_by_return_std():
     assert abs(v - 1.42 / scale) > 1.0  # the limit taken as a termination: 1.42 unscaled
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_squashed_policy_learns_interior_actions_and_scaled_rewards():
     # Bounds [-2, 2]: the env gets 2 tanh(u); the best actions (o, -o / 2) are inside. Rewards
     # x 10 change the values the critic learns, not the best action.
@@ -149,6 +150,7 @@ def test_squashed_policy_learns_interior_actions_and_scaled_rewards():
     assert -0.5 < float(jnp.mean(values(state, [0.0, 1.0]))) < 0.1  # about 10 x (-0.0x)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_action_dependent_reward_and_frozen_statistics_at_evaluation():
     state, metrics = train_probe("ProbeTwoDimAction", steps=90)
     obs = pc.normalize(jnp.array([[0.0], [1.0]]), state.obs_stats)
@@ -188,6 +190,7 @@ def test_every_state_leaf_is_an_array(vmapped):
         assert isinstance(leaf, jax.Array), type(leaf)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_vmapped_seed_equals_single_run_and_seeds_differ(vmapped):
     train = jax.jit(pc.make_train(TINY))
     single = train(jax.random.key(2))
@@ -208,6 +211,7 @@ def test_train_traces_once(traced):
 
 
 @pytest.mark.parametrize("squash", [False, True])
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_unchanged_parameters_give_ratio_one(squash):
     # With learning rate 0 every minibatch sees the rollout's parameters: the stored log-probs
     # (of the unclipped or unsquashed actions, on the normalised observations) must come back.
@@ -282,6 +286,7 @@ def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
     assert "--preset MountainCarContinuous-v0" in shown and "--gamma 0.99" in shown
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_the_playground_and_brax_presets_are_brax_ppo_at_the_published_sizes():
     """Playground's DM Control PPO and Brax's notebook PPO, as Brax counts its batches
     (docs/notes/playground-reference.md); tests/test_physics.py builds and runs a preset."""

@@ -73,6 +73,7 @@ def replay_log_ratio_metrics(monkeypatch=None, broken_unroll=None):
     return jax.tree.map(lambda *x: np.array(x), *results)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_replay_gives_ratio_one_exactly_across_episode_boundaries():
     metrics = replay_log_ratio_metrics()
     # CartPole under a near-random policy: episodes of ~20 steps end inside each 64-step rollout,
@@ -118,6 +119,7 @@ def first_value(state, obs):
     return float(value)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_time_limit_is_not_a_termination():
     state, _ = train_probe("ProbeTimeLimit", gamma=0.5)
     v = first_value(state, 0.0)
@@ -161,6 +163,7 @@ def test_every_state_leaf_is_an_array(traced):
         assert isinstance(leaf, jax.Array), type(leaf)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
     vmapped = traced[1]
     single = jax.jit(pr.make_train(TINY))(jax.random.key(1))

@@ -63,6 +63,7 @@ def test_time_limit_is_not_a_termination():
     assert abs(v - as_termination) > 0.4
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_final_observations_kept_in_slots_give_the_numbers_of_valuing_every_step(monkeypatch):
     # ProbeClock truncates every 3 steps, and its final observation (1.0) is one no step acts
     # on: rollouts of 3 steps keep it in one slot per env; with the gap unknown, the critic

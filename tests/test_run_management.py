@@ -311,6 +311,7 @@ def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_ro
     assert [row[0] for row in rows] == list(range(1, single.summary["intervals"] + 1))
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_trackers_write_tensorboard_and_offline_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -95,6 +95,7 @@ def probe_config(env: str, **overrides) -> sac.Config:
     return dataclasses.replace(config, **overrides)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_probe_action_dependent_reward_uses_the_action_scale():
     # Best actions +-1.5 lie outside [-1, 1]: reachable only through the action scale 2.
     train = sac.make_train(probe_config("ProbeContinuousAction"))
@@ -115,6 +116,7 @@ def test_the_temperature_learns_at_its_own_rate():
     assert abs(float(moving.agent.log_alpha) - math.log(config.alpha)) > 1e-3
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_probe_time_limit_is_not_a_termination():
     # Reward 1 forever, cut by a 3-step limit the observation does not show; gamma 0.5, no
     # entropy bonus.
@@ -183,6 +185,7 @@ def test_replay_stores_the_final_observation_of_truncated_episodes(vmapped):
     assert warm_up.min() < -1.5 and warm_up.max() > 1.5 and np.all(np.abs(warm_up) <= 2.0)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_vmapped_seed_equals_single_run(vmapped):
     single = jax.jit(sac.make_train(TINY))(jax.random.key(1))
     assert_trees_close(jax.tree.map(lambda x: x[1], vmapped), single, rtol=1e-4, atol=1e-5)

@@ -61,6 +61,7 @@ def probe_config(env: str, **overrides) -> td3.Config:
     return dataclasses.replace(config, **overrides)
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_probe_action_dependent_reward_uses_the_action_scale():
     # Best actions +-1.5 lie outside [-1, 1]: reachable only through the action scale 2.
     train = td3.make_train(probe_config("ProbeContinuousAction"))
@@ -70,6 +71,7 @@ def test_probe_action_dependent_reward_uses_the_action_scale():
     assert float(metrics["eval"]["episodic_return"][-1]) > -0.02
 
 
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
 def test_probe_time_limit_is_not_a_termination():
     # Reward 1 forever, cut by a 3-step limit the observation does not show; gamma 0.5.
     config = probe_config("ProbeContinuousTimeLimit", gamma=0.5)
