@@ -1,4 +1,5 @@
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,15 +25,23 @@ if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
 # Many tests compile the same small programs (in-process and in CLI subprocesses, which inherit
 # the environment): a persistent compilation cache for this session compiles each only once.
 # Nothing is timed or counted through compilation, so the cache changes no test's meaning.
-_cache = os.environ.setdefault(
-    "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="canter-test-jax-cache-")
-)
+# The process that makes it (the xdist controller, or a lone pytest) removes it at the end; the
+# workers and CLI subprocesses find it in the environment.
+_own_cache = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _own_cache:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="canter-test-jax-cache-")
+_cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 jax.config.update("jax_compilation_cache_dir", _cache)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 for probe in PROBES:
     register_env(probe.__name__, lambda probe=probe: (probe(), probe().default_params))
+
+
+def pytest_unconfigure(config):
+    if _own_cache:
+        shutil.rmtree(_cache, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
