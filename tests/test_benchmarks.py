@@ -390,3 +390,77 @@ def test_playground_rows_set_the_figure_reading_at_the_configs_budget_beside_ran
     assert "PPO, figure read second-hand" in ppo_source and "SAC" in sac_source
     assert "random valid actions: 3.17" in ppo_source
     assert returns.reference("td3", env)[0] is None  # the report has no TD3 curves
+
+
+def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_path):
+    """benchmarks/profile_ppo.py on a small program: the trace jax writes on this backend is
+    read, its matmul is found through the fusion that holds it, and a loop's time excludes its
+    body."""
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks import profile_ppo
+
+    def program(w, x):
+        def body(h, _):
+            return jnp.tanh(h @ w), None
+
+        return jax.lax.scan(body, x, None, length=20)[0].T.sum(0)
+
+    w, x = jnp.eye(64) * 0.5, jnp.ones((256, 64))
+    compiled = jax.jit(program).lower(w, x).compile()
+    kinds = profile_ppo.op_kinds(compiled.as_text())
+    assert any(kind == "matmul" for kind, _ in kinds.values()), kinds
+    assert any(kind == "loop control" for kind, _ in kinds.values()), kinds
+    compiled(w, x).block_until_ready()
+    wall, times = profile_ppo.traced(lambda: compiled(w, x).block_until_ready(), tmp_path)
+    row = profile_ppo.summarise(times, kinds, per=1)
+    assert row["kinds"]["matmul"] > 0, (times, kinds)
+    assert wall > 0
+    assert len(row["top"]) <= profile_ppo.TOP and all(op["ms"] >= 0 for op in row["top"])
+
+    # Self time per thread: a loop of 10 us holding two ops of 3 us keeps 4 us.
+    events = [
+        dict(ph="X", name="while.1", ts=0, dur=10, pid=1, tid=1),
+        dict(ph="X", name="dot.2", ts=1, dur=3, pid=1, tid=1),
+        dict(ph="X", name="add.3", ts=5, dur=3, pid=1, tid=1),
+        dict(ph="X", name="dot.2", ts=2, dur=5, pid=1, tid=2),
+        dict(ph="X", name="ThunkExecutor::Execute", ts=0, dur=10, pid=1, tid=1),
+    ]
+    assert profile_ppo.self_times({"traceEvents": events}) == {"while.1": 4, "dot.2": 8, "add.3": 3}
+
+
+def test_profile_table_counts_the_minatar_iterations_matmuls_and_sets_the_sides_apart():
+    """The matmul work of gymnax-blines' MinAtar PPO iteration, by hand: actor 400*256 +
+    256*256 + 256*3 and critic 400*256 + 256*256 + 256 multiply-adds per sample; the update has
+    3x that less the two first layers' input gradients, 4 epochs; 64 x 128 samples."""
+    from benchmarks import profile_ppo, speed_minatar, speed_ppo
+
+    config = speed_ppo.canter_config(speed_minatar.PPO_SETUP, 1)
+    actor, critic = 400 * 256 + 256 * 256 + 256 * 3, 400 * 256 + 256 * 256 + 256
+    update = 3 * (actor + critic) - 2 * 400 * 256
+    expected = 2 * 64 * 128 * (actor + critic + 4 * update) / 1e9
+    assert profile_ppo.iteration_gflop(config, 400, 3) == pytest.approx(expected)
+    assert expected == pytest.approx(58.33, abs=0.01)
+
+    def side(matmul_ms: float, wall_ms: float) -> dict:
+        kinds = dict.fromkeys(profile_ppo.KINDS, 1.0) | {"matmul": matmul_ms}
+        top = [
+            dict(op="ynn_fusion.1", kind="matmul", shape="f32[2,2] f32[2,2] -> f32[2,2]", ms=1.0)
+        ]
+        return dict(kinds=kinds, top=top, wall_ms=wall_ms, plain_ms=wall_ms, cpu_ms=2 * wall_ms)
+
+    record = dict(machine="m", iterations=4, repeats=2, iteration_gflop=58.33)
+    record["matmul_gflops"] = {"1024x400 @ 400x256": 130.0}
+    record["rounds"] = {
+        "canter": [side(400.0, 500.0), side(500.0, 600.0)],
+        "rejax": [side(500.0, 600.0), side(500.0, 600.0)],
+    }
+    lines = profile_ppo.table(record).splitlines()
+    assert "| matmul | 450.0 | 500.0 | 0.90 |" in lines
+    assert "| wall time, untraced | 550.0 | 600.0 | 0.92 |" in lines
+    assert any(
+        line.startswith("| canter's whole run per iteration") and "| 106 |" in line
+        for line in lines
+    )
+    assert "| `1024x400 @ 400x256` alone, 100 in a scan (best of 2) | 130 |" in lines
