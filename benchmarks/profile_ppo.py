@@ -20,7 +20,10 @@ at once (XLA:CPU starts independent thunks together), so a smaller total is not 
 unless the wall time says so. The table gives the wall time of the traced run and of an
 untraced one, and the process CPU time of the untraced one (both cores' work, everything in).
 
-    python benchmarks/profile_ppo.py --iterations 4 --repeats 2
+Beside the table: the iteration's matmul work in GFLOP (counted from the config), the rate the
+whole run does it at, and this machine's rate for the same shapes alone.
+
+    python benchmarks/profile_ppo.py --iterations 4 --repeats 5
 
 Writes benchmarks/results/profile_ppo-minatar.md and .json (per kind and per top op, in ms per
 iteration, the median over the rounds).
@@ -55,7 +58,7 @@ _COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
 def op_kinds(hlo: str) -> dict[str, tuple[str, str]]:
     """Each instruction of an optimised HLO module: its kind and its shape (`name -> (kind,
     shape)`); a fusion takes the kind of what its computation computes."""
-    bodies: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    bodies: dict[str, list[tuple]] = defaultdict(list)  # (name, shape, opcode, called, root)
     signatures, computation = {}, ""
     for line in hlo.splitlines():
         if not line.startswith(" ") and (found := _COMPUTATION.match(line)):
@@ -67,7 +70,7 @@ def op_kinds(hlo: str) -> dict[str, tuple[str, str]]:
             root = line.lstrip().startswith("ROOT ")
             bodies[computation].append((name, shape, opcode, called and called.group(1), root))
 
-    def kind(opcode: str, called: str | None, root_only: bool = False) -> str:
+    def kind(opcode: str, called: str | None) -> str:
         if opcode == "fusion" and called:
             inner = bodies.get(called, [])
             opcodes = {op for _, _, op, _, _ in inner}
@@ -78,7 +81,7 @@ def op_kinds(hlo: str) -> dict[str, tuple[str, str]]:
                 return roots[0]
             if opcodes & {"gather", "scatter"}:
                 return "gather & scatter"
-            return roots[0] if roots and roots[0] != "matmul" else "other"
+            return roots[0] if roots else "other"
         if opcode in ("dot", "convolution"):
             return "matmul"
         if opcode in ("copy", "transpose", "concatenate"):

@@ -418,6 +418,8 @@ def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_pat
     assert row["kinds"]["matmul"] > 0, (times, kinds)
     assert wall > 0
     assert len(row["top"]) <= profile_ppo.TOP and all(op["ms"] >= 0 for op in row["top"])
+    rates = profile_ppo.matmul_rates(repeats=1, steps=2)
+    assert "1024x400 @ 400x256" in rates and all(rate > 0 for rate in rates.values())
 
     # Self time per thread: a loop of 10 us holding two ops of 3 us keeps 4 us.
     events = [
