@@ -18,8 +18,13 @@
 #      jitted interval programs with and without vmap, the runner's two programs in a plain
 #      loop, the runner (runner_split.py; three rounds, whatever --repeats;
 #      with --tiny, CartPole alone and one round)
-# then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory. Two
-# rounds each. A step that would start after GPU_BUDGET_S seconds (default 420; none with --tiny
+# then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory, and
+# last, with whatever time the budget leaves:
+#   7. profile: where a PPO MinAtar iteration's time goes, kernel by kernel, canter's program and
+#      rejax's traced with jax.profiler in one process, 4 iterations (profile_ppo.py). Not with
+#      --tiny: tests/test_benchmarks.py checks its reading of CPU and GPU traces, and its CPU
+#      run is in docs/speed.md
+# Two rounds each. A step that would start after GPU_BUDGET_S seconds (default 420; none with --tiny
 # unless it is set) is skipped and named in skipped.txt: run it later with --only (results of
 # earlier steps stay in the directory). On an H100 a fresh process costs 5-8 s before it
 # compiles and a cold compile of PPO MinAtar 15-20 s, so the workers share a persistent
@@ -42,7 +47,7 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner"
+steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner profile"
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu.sh "$@"
@@ -103,4 +108,5 @@ step pqn-minatar benchmarks/speed_minatar.py --algo pqn --pqn-iterations "$pqn_i
 step runner benchmarks/runner_overhead.py --iterations "$runner_iterations" \
     --cadences "$runner_cadence"
 "$python" benchmarks/gpu_summary.py "$out"
+((tiny)) || step profile benchmarks/profile_ppo.py --iterations 4
 echo "gpu.sh: done in ${SECONDS} s, results in $out" >&2

@@ -4,10 +4,12 @@ Both sides run speed_minatar.py's setup (gymnax-blines' MinAtar PPO on Breakout-
 seed, `jit(vmap(train))`, 8 evaluation episodes at the end). Each program is compiled, run
 once, and then run `--repeats` times under `jax.profiler`, the two taking turns. On XLA:CPU the
 trace holds one event per executed thunk (an op or a fusion of the optimised program, or a
-loop's own control); this script sums each op's self time (its duration less the ops it waits
-on, per thread) and sorts the ops into kinds by what the optimised program says they compute:
+loop's own control), on a GPU one per kernel, named by the op that launched it; this script
+sums each op's self time (its duration less the ops it waits on, per thread or stream) and
+sorts the ops into kinds by what the optimised program says they compute:
 
-- `matmul`: a dot, or a fusion around one (XNNPACK's `ynn_fusion`, XLA's `*dot*` fusions);
+- `matmul`: a dot, a fusion around one (XNNPACK's `ynn_fusion`, XLA's `*dot*` fusions, a
+  Triton gemm) or a call of cuBLAS's gemm;
 - `copy & transpose`: a copy, transpose or concatenation, or a fusion whose root is one;
 - `sort`, `gather & scatter`, `loop control` (while, conditional, call);
 - `other`: every other fusion and op (the elementwise work, reductions, the random bits).
@@ -67,6 +69,9 @@ def op_kinds(hlo: str) -> dict[str, tuple[str, str]]:
         elif found := _INSTRUCTION.match(line):
             name, shape, opcode = found.groups()
             called = re.search(r"calls=%([\w.-]+)", line)
+            if opcode == "custom-call":  # a library call: cuBLAS's gemm is a matmul
+                target = re.search(r'custom_call_target="([^"]*)"', line)
+                opcode = "dot" if target and re.search("gemm|matmul", target[1]) else opcode
             root = line.lstrip().startswith("ROOT ")
             bodies[computation].append((name, shape, opcode, called and called.group(1), root))
 
@@ -108,13 +113,32 @@ def op_kinds(hlo: str) -> dict[str, tuple[str, str]]:
     }
 
 
-def self_times(trace: dict) -> Counter:
-    """Microseconds of self time per op name: each event's duration less the events nested in
-    it on the same thread."""
-    threads = defaultdict(list)
+def op_events(trace: dict) -> list[dict]:
+    """The trace's events of the program's ops, each with `op`, the HLO instruction it ran: on a
+    GPU the kernels (the events of the `/device:GPU` processes, named by their `hlo_op`), on
+    the CPU the thunks (the executor's and the thread pool's own events left out)."""
+    devices = {
+        event["pid"]
+        for event in trace["traceEvents"]
+        if event.get("ph") == "M" and event.get("name") == "process_name"
+        if event.get("args", {}).get("name", "").startswith("/device:GPU")
+    }
+    events = []
     for event in trace["traceEvents"]:
-        if event.get("ph") == "X" and not event["name"].startswith(NOT_OPS):
-            threads[(event["pid"], event["tid"])].append(event)
+        if event.get("ph") != "X" or (devices and event["pid"] not in devices):
+            continue
+        op = event.get("args", {}).get("hlo_op", event["name"])
+        if not op.startswith(NOT_OPS):
+            events.append(dict(event, op=op))
+    return events
+
+
+def self_times(trace: dict) -> Counter:
+    """Microseconds of self time per op: each event's duration less the events nested in it on
+    the same thread (a GPU stream's kernels never nest)."""
+    threads = defaultdict(list)
+    for event in op_events(trace):
+        threads[(event["pid"], event["tid"])].append(event)
     total = Counter()
     for events in threads.values():
         events.sort(key=lambda e: (e["ts"], -e["dur"]))
@@ -123,8 +147,8 @@ def self_times(trace: dict) -> Counter:
             while stack and stack[-1]["ts"] + stack[-1]["dur"] <= event["ts"]:
                 stack.pop()
             if stack:
-                total[stack[-1]["name"]] -= event["dur"]
-            total[event["name"]] += event["dur"]
+                total[stack[-1]["op"]] -= event["dur"]
+            total[event["op"]] += event["dur"]
             stack.append(event)
     return total
 

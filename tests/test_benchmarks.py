@@ -431,6 +431,23 @@ def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_pat
     ]
     assert profile_ppo.self_times({"traceEvents": events}) == {"while.1": 4, "dot.2": 8, "add.3": 3}
 
+    # On a GPU: the kernels of the device's process, by the op that launched them (a gemm and
+    # its epilogue kernel are one op); the host's events of the same op are not counted.
+    names = [("/device:GPU:0 (NVIDIA H100)", 1), ("/host:CPU", 2)]
+    gpu = [dict(ph="M", name="process_name", pid=pid, args=dict(name=n)) for n, pid in names]
+    gpu += [
+        dict(ph="X", name="nvjet_sgemm", ts=0, dur=6, pid=1, tid=7, args=dict(hlo_op="gemm.4")),
+        dict(ph="X", name="loop_fusion", ts=6, dur=2, pid=1, tid=7, args=dict(hlo_op="gemm.4")),
+        dict(ph="X", name="gemm.4", ts=0, dur=50, pid=2, tid=3, args=dict(hlo_op="gemm.4")),
+    ]
+    assert profile_ppo.self_times({"traceEvents": gpu}) == {"gemm.4": 8}
+    hlo = """ENTRY %main (p: f32[8,4], q: f32[4,2]) -> f32[8,2] {
+  %p = f32[8,4]{1,0} parameter(0)
+  %q = f32[4,2]{1,0} parameter(1)
+  ROOT %gemm.4 = f32[8,2]{1,0} custom-call(%p, %q), custom_call_target="__cublas$lt$matmul"
+}"""
+    assert profile_ppo.op_kinds(hlo)["gemm.4"] == ("matmul", "f32[8,2]")
+
 
 def test_profile_table_counts_the_minatar_iterations_matmuls_and_sets_the_sides_apart():
     """The matmul work of gymnax-blines' MinAtar PPO iteration, by hand: actor 400*256 +
