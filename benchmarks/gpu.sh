@@ -20,10 +20,12 @@
 #      with --tiny, CartPole alone and one round)
 # then benchmarks/gpu_summary.py's one table (summary.md) of every result in the directory, and
 # last, with whatever time the budget leaves:
-#   7. profile: where a PPO MinAtar iteration's time goes, kernel by kernel, canter's program and
-#      rejax's traced with jax.profiler in one process, 4 iterations (profile_ppo.py). Not with
-#      --tiny: tests/test_benchmarks.py checks its reading of CPU and GPU traces, and its CPU
-#      run is in docs/speed.md
+#   7. profile-ppo: where a PPO MinAtar iteration's time goes, kernel by kernel, canter's program
+#      and rejax's traced with jax.profiler in one process, 4 iterations (profile_ops.py)
+#   8. profile-dqn: the same for a DQN MinAtar env step, canter's preset against itself without
+#      updates, 1,000 env steps (profile_ops.py --work dqn-minatar)
+#   Neither with --tiny: tests/test_benchmarks.py checks how they read CPU and GPU traces, and
+#   their CPU runs are in docs/speed.md
 # Two rounds each. A step that would start after GPU_BUDGET_S seconds (default 420; none with --tiny
 # unless it is set) is skipped and named in skipped.txt: run it later with --only (results of
 # earlier steps stay in the directory). On an H100 a fresh process costs 5-8 s before it
@@ -47,7 +49,7 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner profile"
+steps="ppo-minatar runner-split ppo-cartpole dqn-minatar dqn-cartpole pqn-minatar runner profile-ppo profile-dqn"
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu.sh "$@"
@@ -108,5 +110,8 @@ step pqn-minatar benchmarks/speed_minatar.py --algo pqn --pqn-iterations "$pqn_i
 step runner benchmarks/runner_overhead.py --iterations "$runner_iterations" \
     --cadences "$runner_cadence"
 "$python" benchmarks/gpu_summary.py "$out"
-((tiny)) || step profile benchmarks/profile_ppo.py --iterations 4
+if ((!tiny)); then
+    step profile-ppo benchmarks/profile_ops.py --work ppo-minatar --size 4
+    step profile-dqn benchmarks/profile_ops.py --work dqn-minatar --size 1000
+fi
 echo "gpu.sh: done in ${SECONDS} s, results in $out" >&2

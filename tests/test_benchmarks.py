@@ -393,13 +393,13 @@ def test_playground_rows_set_the_figure_reading_at_the_configs_budget_beside_ran
 
 
 def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_path):
-    """benchmarks/profile_ppo.py on a small program: the trace jax writes on this backend is
+    """benchmarks/profile_ops.py on a small program: the trace jax writes on this backend is
     read, its matmul is found through the fusion that holds it, and a loop's time excludes its
     body."""
     import jax
     import jax.numpy as jnp
 
-    from benchmarks import profile_ppo
+    from benchmarks import profile_ops
 
     def program(w, x):
         def body(h, _):
@@ -409,16 +409,18 @@ def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_pat
 
     w, x = jnp.eye(64) * 0.5, jnp.ones((256, 64))
     compiled = jax.jit(program).lower(w, x).compile()
-    kinds = profile_ppo.op_kinds(compiled.as_text())
+    kinds = profile_ops.op_kinds(compiled.as_text())
     assert any(kind == "matmul" for kind, _ in kinds.values()), kinds
     assert any(kind == "loop control" for kind, _ in kinds.values()), kinds
     compiled(w, x).block_until_ready()
-    wall, times = profile_ppo.traced(lambda: compiled(w, x).block_until_ready(), tmp_path)
-    row = profile_ppo.summarise(times, kinds, per=1)
+    run = lambda: compiled(w, x).block_until_ready()  # noqa: E731
+    wall, times, counts = profile_ops.traced(run, tmp_path)
+    row = profile_ops.summarise(times, counts, kinds, per=20)
     assert row["kinds"]["matmul"] > 0, (times, kinds)
+    assert row["runs"]["matmul"] >= 1, counts  # the scan's 20 matmuls, one per step
     assert wall > 0
-    assert len(row["top"]) <= profile_ppo.TOP and all(op["ms"] >= 0 for op in row["top"])
-    rates = profile_ppo.matmul_rates(repeats=1, steps=2)
+    assert len(row["top"]) <= profile_ops.TOP and all(op["ms"] >= 0 for op in row["top"])
+    rates = profile_ops.matmul_rates(repeats=1, steps=2)
     assert "1024x400 @ 400x256" in rates and all(rate > 0 for rate in rates.values())
 
     # Self time per thread: a loop of 10 us holding two ops of 3 us keeps 4 us.
@@ -429,7 +431,12 @@ def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_pat
         dict(ph="X", name="dot.2", ts=2, dur=5, pid=1, tid=2),
         dict(ph="X", name="ThunkExecutor::Execute", ts=0, dur=10, pid=1, tid=1),
     ]
-    assert profile_ppo.self_times({"traceEvents": events}) == {"while.1": 4, "dot.2": 8, "add.3": 3}
+    ops = profile_ops.op_events({"traceEvents": events})
+    assert profile_ops.self_times(ops) == {"while.1": 4, "dot.2": 8, "add.3": 3}
+    # A trace the profiler cut short (its ops span 10 us of a 1 s run) is refused.
+    with pytest.raises(SystemExit, match="smaller --size"):
+        profile_ops.check_covered(ops, seconds=1.0)
+    profile_ops.check_covered(ops, seconds=10e-6)
 
     # On a GPU: the kernels of the device's process, by the op that launched them (a gemm and
     # its epilogue kernel are one op); the host's events of the same op are not counted.
@@ -440,46 +447,57 @@ def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_pat
         dict(ph="X", name="loop_fusion", ts=6, dur=2, pid=1, tid=7, args=dict(hlo_op="gemm.4")),
         dict(ph="X", name="gemm.4", ts=0, dur=50, pid=2, tid=3, args=dict(hlo_op="gemm.4")),
     ]
-    assert profile_ppo.self_times({"traceEvents": gpu}) == {"gemm.4": 8}
+    ops = profile_ops.op_events({"traceEvents": gpu})
+    assert profile_ops.self_times(ops) == {"gemm.4": 8} and len(ops) == 2
     hlo = """ENTRY %main (p: f32[8,4], q: f32[4,2]) -> f32[8,2] {
   %p = f32[8,4]{1,0} parameter(0)
   %q = f32[4,2]{1,0} parameter(1)
   ROOT %gemm.4 = f32[8,2]{1,0} custom-call(%p, %q), custom_call_target="__cublas$lt$matmul"
 }"""
-    assert profile_ppo.op_kinds(hlo)["gemm.4"] == ("matmul", "f32[8,2]")
+    assert profile_ops.op_kinds(hlo)["gemm.4"] == ("matmul", "f32[8,2]")
 
 
-def test_profile_table_counts_the_minatar_iterations_matmuls_and_sets_the_sides_apart():
+def test_profile_tables_count_the_minatar_iterations_matmuls_and_set_the_sides_apart():
     """The matmul work of gymnax-blines' MinAtar PPO iteration, by hand: actor 400*256 +
     256*256 + 256*3 and critic 400*256 + 256*256 + 256 multiply-adds per sample; the update has
     3x that less the two first layers' input gradients, 4 epochs; 64 x 128 samples."""
-    from benchmarks import profile_ppo, speed_minatar, speed_ppo
+    from benchmarks import profile_ops, speed_minatar, speed_ppo
 
     config = speed_ppo.canter_config(speed_minatar.PPO_SETUP, 1)
     actor, critic = 400 * 256 + 256 * 256 + 256 * 3, 400 * 256 + 256 * 256 + 256
     update = 3 * (actor + critic) - 2 * 400 * 256
     expected = 2 * 64 * 128 * (actor + critic + 4 * update) / 1e9
-    assert profile_ppo.iteration_gflop(config, 400, 3) == pytest.approx(expected)
+    assert profile_ops.iteration_gflop(config, 400, 3) == pytest.approx(expected)
     assert expected == pytest.approx(58.33, abs=0.01)
 
     def side(matmul_ms: float, wall_ms: float) -> dict:
-        kinds = dict.fromkeys(profile_ppo.KINDS, 1.0) | {"matmul": matmul_ms}
+        kinds = dict.fromkeys(profile_ops.KINDS, 1.0) | {"matmul": matmul_ms}
         top = [
             dict(op="ynn_fusion.1", kind="matmul", shape="f32[2,2] f32[2,2] -> f32[2,2]", ms=1.0)
         ]
-        return dict(kinds=kinds, top=top, wall_ms=wall_ms, plain_ms=wall_ms, cpu_ms=2 * wall_ms)
+        runs = dict.fromkeys(profile_ops.KINDS, 10.0)
+        return dict(kinds=kinds, runs=runs, top=top, wall_ms=wall_ms, plain_ms=wall_ms, cpu_ms=1.0)
 
-    record = dict(machine="m", iterations=4, repeats=2, iteration_gflop=58.33)
+    record = dict(machine="m", work="ppo-minatar", size=4, repeats=2, iteration_gflop=58.33)
     record["matmul_gflops"] = {"1024x400 @ 400x256": 130.0}
     record["rounds"] = {
         "canter": [side(400.0, 500.0), side(500.0, 600.0)],
         "rejax": [side(500.0, 600.0), side(500.0, 600.0)],
     }
-    lines = profile_ppo.table(record).splitlines()
+    lines = profile_ops.table(record).splitlines()
+    assert lines[0] == "ms per iteration (4 iterations, 1 seed, median of 2 rounds)"
     assert "| matmul | 450.0 | 500.0 | 0.90 |" in lines
     assert "| wall time, untraced | 550.0 | 600.0 | 0.92 |" in lines
-    assert any(
-        line.startswith("| canter's whole run per iteration") and "| 106 |" in line
-        for line in lines
-    )
+    assert "| ops run per iteration | 60 | 60 | 1.00 |" in lines
+    whole = [line for line in lines if "whole run per iteration" in line]
+    assert whole[0].startswith("| canter's") and whole[0].endswith("| 106 |"), whole
     assert "| `1024x400 @ 400x256` alone, 100 in a scan (best of 2) | 130 |" in lines
+
+    # DQN: microseconds per env step, its two sides, no matmul rates.
+    record = dict(machine="m", work="dqn-minatar", size=4000, repeats=2)
+    record["rounds"] = {"canter": [side(1.0, 1.5)] * 2, "canter, no updates": [side(0.1, 0.2)] * 2}
+    lines = profile_ops.table(record).splitlines()
+    assert lines[0] == "us per env step (4000 env steps, 1 seed, median of 2 rounds)"
+    assert "| kind | canter | canter, no updates | canter / canter, no updates |" in lines
+    assert "| wall time, untraced | 1500.0 | 200.0 | 7.50 |" in lines
+    assert not any("GFLOP" in line for line in lines)

@@ -15,6 +15,11 @@ the same key; it is built from matmuls only. Column by column over the whole mat
 all of it per column, a 400x256 layer took 100 ms on the 2-core CPU and Craftax's 8268x512 one
 3.7 s; in blocks they take 20 ms and 0.53 s (benchmarks/README.md).
 
+Off the CPU, `orthogonal` is JAX's own initializer: the deadlock is XLA:CPU's, and on a GPU
+the columns' sequential loop costs a kernel launch or more per step (about 2,000 columns for
+two 400-256-256 MLPs, each orthonormalised twice), where the QR is one library call. The
+process's default backend decides, as it does for `layers.Conv2d`.
+
 `orthogonal_linear` is the dense layer of the PPO files: orthogonal weights, zero bias.
 """
 
@@ -57,6 +62,8 @@ def orthogonal(
 ) -> Float[Array, "rows cols"]:
     """A (rows, cols) matrix with orthonormal rows or columns (whichever are fewer), times
     `scale`; the same values as `jax.nn.initializers.orthogonal(scale)(key, shape)`."""
+    if jax.default_backend() != "cpu":
+        return jax.nn.initializers.orthogonal(scale)(key, shape)
     rows, cols = shape
     a = jax.random.normal(key, (max(rows, cols), min(rows, cols)))
     q = orthonormal_columns(a)

@@ -1,12 +1,18 @@
-"""Where the time of a PPO iteration goes, op by op: canter's program and rejax's, one process.
+"""Where a training program's time goes, op by op, traced with `jax.profiler` in one process.
 
-Both sides run speed_minatar.py's setup (gymnax-blines' MinAtar PPO on Breakout-MinAtar, one
-seed, `jit(vmap(train))`, 8 evaluation episodes at the end). Each program is compiled, run
-once, and then run `--repeats` times under `jax.profiler`, the two taking turns. On XLA:CPU the
-trace holds one event per executed thunk (an op or a fusion of the optimised program, or a
-loop's own control), on a GPU one per kernel, named by the op that launched it; this script
-sums each op's self time (its duration less the ops it waits on, per thread or stream) and
-sorts the ops into kinds by what the optimised program says they compute:
+`--work ppo-minatar` (the default): canter's PPO program against rejax's on speed_minatar.py's
+setup (gymnax-blines' MinAtar PPO on Breakout-MinAtar, one seed, `jit(vmap(train))`, 8
+evaluation episodes at the end), per iteration. `--work dqn-minatar`: canter's DQN MinAtar
+preset (Breakout, one env, an update of 32 samples per env step after a warm-up of a tenth of
+the run) against the same preset that never leaves its warm-up (acting and the buffer write
+only), per env step: the difference is the update (issue 27's DQN target is env steps/s).
+
+Each program is compiled, run once, and then run `--repeats` times under `jax.profiler`, the
+two taking turns. On XLA:CPU the trace holds one event per executed thunk (an op or a fusion of
+the optimised program, or a loop's own control), on a GPU one per kernel, named by the op that
+launched it; this script sums each op's self time (its duration less the ops it waits on, per
+thread or stream), counts the ops run, and sorts the ops into kinds by what the optimised
+program says they compute:
 
 - `matmul`: a dot, a fusion around one (XNNPACK's `ynn_fusion`, XLA's `*dot*` fusions, a
   Triton gemm) or a call of cuBLAS's gemm;
@@ -22,13 +28,14 @@ at once (XLA:CPU starts independent thunks together), so a smaller total is not 
 unless the wall time says so. The table gives the wall time of the traced run and of an
 untraced one, and the process CPU time of the untraced one (both cores' work, everything in).
 
-Beside the table: the iteration's matmul work in GFLOP (counted from the config), the rate the
-whole run does it at, and this machine's rate for the same shapes alone.
+For PPO, beside the table: the iteration's matmul work in GFLOP (counted from the config), the
+rate the whole run does it at, and this machine's rate for the same shapes alone.
 
-    python benchmarks/profile_ppo.py --iterations 4 --repeats 5
+    python benchmarks/profile_ops.py --work ppo-minatar --size 4 --repeats 5
+    python benchmarks/profile_ops.py --work dqn-minatar --size 1000 --repeats 3
 
-Writes benchmarks/results/profile_ppo-minatar.md and .json (per kind and per top op, in ms per
-iteration, the median over the rounds).
+Writes benchmarks/results/profile_<work>.md and .json (per kind and per top op, in ms per
+iteration or env step, the median over the rounds).
 """
 
 import gzip
@@ -43,15 +50,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
 
-from benchmarks import harness, speed_minatar, speed_ppo  # noqa: E402
+from benchmarks import harness, speed_dqn, speed_minatar, speed_ppo  # noqa: E402
 
-IMPLS = ("canter", "rejax")
+WORKS = {  # the two sides and what a unit of work is
+    "ppo-minatar": (("canter", "rejax"), "iteration"),
+    "dqn-minatar": (("canter", "canter, no updates"), "env step"),
+}
+SIZES = {"ppo-minatar": 4, "dqn-minatar": 1000}  # iterations, env steps (traces fit: `traced`)
 KINDS = ("matmul", "copy & transpose", "sort", "gather & scatter", "loop control", "other")
 # Trace events that are the executor's or the thread pool's, not an op of the program.
 NOT_OPS = ("$", "ThunkExecutor", "SlinkyThreadPool", "ThreadpoolListener", "end: ")
 LOOPS = ("while", "conditional", "call")
 TOP = 8  # ops named in the table, per side
 MATMUL_STEPS = 100
+COVERED = 0.9  # the least share of a traced run that its op events must span
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\S+(?: \S+)*?) (\w[\w-]*)\(")
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
@@ -133,11 +145,11 @@ def op_events(trace: dict) -> list[dict]:
     return events
 
 
-def self_times(trace: dict) -> Counter:
-    """Microseconds of self time per op: each event's duration less the events nested in it on
-    the same thread (a GPU stream's kernels never nest)."""
+def self_times(events: list[dict]) -> Counter:
+    """Microseconds of self time per op (`op_events`): each event's duration less the events
+    nested in it on the same thread (a GPU stream's kernels never nest)."""
     threads = defaultdict(list)
-    for event in op_events(trace):
+    for event in events:
         threads[(event["pid"], event["tid"])].append(event)
     total = Counter()
     for events in threads.values():
@@ -153,9 +165,11 @@ def self_times(trace: dict) -> Counter:
     return total
 
 
-def traced(run, directory: Path) -> tuple[float, Counter]:
-    """One run under `jax.profiler`: its wall seconds (without writing the trace) and the self
-    time of each op."""
+def traced(run, directory: Path) -> tuple[float, Counter, Counter]:
+    """One run under `jax.profiler`: its wall seconds (without writing the trace), the self time
+    of each op, and how many times each op ran. A trace that stops before the run does (the
+    profiler keeps a bounded number of events: about 450,000 ops of a DQN run here) is refused,
+    naming `--size`."""
     import jax
 
     jax.profiler.start_trace(str(directory))
@@ -165,20 +179,35 @@ def traced(run, directory: Path) -> tuple[float, Counter]:
     jax.profiler.stop_trace()
     (path,) = directory.glob("plugins/profile/*/*.trace.json.gz")
     with gzip.open(path) as f:
-        trace = json.load(f)
-    return seconds, self_times(trace)
+        events = op_events(json.load(f))
+    check_covered(events, seconds)
+    return seconds, self_times(events), Counter(event["op"] for event in events)
 
 
-def summarise(times: Counter, kinds: dict[str, tuple[str, str]], per: int) -> dict:
-    """Milliseconds per iteration by kind, and the `TOP` ops with their kind and shape."""
-    by_kind = Counter()
+def check_covered(events: list[dict], seconds: float) -> None:
+    """Refuse a trace whose ops span less than `COVERED` of the run (50 ms of dispatch and
+    waiting allowed): the profiler dropped the ops after its last event."""
+    span = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
+    if span < COVERED * seconds * 1e6 - 50_000:
+        raise SystemExit(
+            f"the trace covers {span / 1e6:.2f} s of a {seconds:.2f} s run ({len(events)} ops): "
+            "the profiler dropped the rest; run with a smaller --size"
+        )
+
+
+def summarise(times: Counter, counts: Counter, kinds: dict[str, tuple], per: int) -> dict:
+    """Per unit of work (`per` of them in the run): milliseconds and ops run by kind, and the
+    `TOP` ops with their kind and shape."""
+    by_kind, runs = Counter(), Counter()
     for name, us in times.items():
         by_kind[kinds.get(name, ("other", ""))[0]] += us
+        runs[kinds.get(name, ("other", ""))[0]] += counts[name]
     top = []
     for name, us in times.most_common(TOP):
         kind, shape = kinds.get(name, ("other", ""))
         top.append(dict(op=name, kind=kind, shape=shape, ms=us / 1e3 / per))
-    return {"kinds": {k: by_kind[k] / 1e3 / per for k in KINDS}, "top": top}
+    row = {"kinds": {k: by_kind[k] / 1e3 / per for k in KINDS}, "top": top}
+    return row | {"runs": {k: runs[k] / per for k in KINDS}}
 
 
 def matmul_rates(repeats: int, steps: int = MATMUL_STEPS) -> dict[str, float]:
@@ -221,116 +250,143 @@ def iteration_gflop(config, obs_size: int, num_actions: int) -> float:
     return 2 * macs / 1e9
 
 
-def profile(iterations: int, repeats: int) -> tuple[dict, float]:
+def programs(work: str, size: int) -> tuple[dict, float | None]:
+    """The two sides' `train` of `work` at `size` (iterations or env steps), and for PPO the
+    iteration's matmul GFLOP."""
     import gymnax
-    import jax
     import numpy as np
-    from canter.algorithms import ppo
+    from canter.algorithms import dqn, ppo
 
     from benchmarks import rejax_peer
 
-    setup = dict(speed_minatar.PPO_SETUP, iterations=iterations)
+    if work == "dqn-minatar":
+        preset = dict(dqn.PRESETS[speed_dqn.MINATAR_ENV], total_timesteps=size, eval_every=size)
+        preset["num_eval_envs"] = harness.EVAL_EPISODES
+        learns = dqn.Config(**{**preset, "learning_starts": size // 10})
+        acts = dqn.Config(**{**preset, "learning_starts": size})  # the warm-up never ends
+        return {"canter": dqn.make_train(learns), "canter, no updates": dqn.make_train(acts)}, None
+    setup = dict(speed_minatar.PPO_SETUP, iterations=size)
     config = speed_ppo.canter_config(setup, 1)
     env, env_params = gymnax.make(setup["env"])
     obs_size = int(np.prod(env.observation_space(env_params).shape))
     gflop = iteration_gflop(config, obs_size, int(env.action_space(env_params).n))
+    return {"canter": ppo.make_train(config), "rejax": rejax_peer.ppo(setup, size)[0]}, gflop
+
+
+def profile(work: str, size: int, repeats: int) -> tuple[dict, float | None]:
+    """Per side, a row per round (`summarise`'s, in ms per unit of work, with the wall time of
+    the traced run, and the wall and process CPU time of an untraced one), and PPO's GFLOP."""
+    import jax
+
+    trains, gflop = programs(work, size)
     keys = jax.random.split(jax.random.key(0), 1)
-    trains = {
-        "canter": lambda: ppo.make_train(config),
-        "rejax": lambda: rejax_peer.ppo(setup, iterations)[0],
-    }
-    programs, kinds = {}, {}
-    for impl in IMPLS:
-        compiled = jax.jit(jax.vmap(trains[impl]())).lower(keys).compile()
-        kinds[impl] = op_kinds(compiled.as_text())
-        programs[impl] = lambda compiled=compiled: jax.block_until_ready(compiled(keys))
-        programs[impl]()  # the first call apart
-    rounds = {impl: [] for impl in IMPLS}
+    runs, kinds = {}, {}
+    for side, train in trains.items():
+        compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+        kinds[side] = op_kinds(compiled.as_text())
+        runs[side] = lambda compiled=compiled: jax.block_until_ready(compiled(keys))
+        runs[side]()  # the first call apart
+    rounds = {side: [] for side in trains}
     for _ in range(repeats):
-        for impl in IMPLS:
+        for side, run in runs.items():
             tic, cpu = time.perf_counter(), time.process_time()
-            programs[impl]()
+            run()
             plain, cpu = time.perf_counter() - tic, time.process_time() - cpu
             with tempfile.TemporaryDirectory() as directory:
-                wall, times = traced(programs[impl], Path(directory))
-            row = summarise(times, kinds[impl], iterations)
-            row.update(wall_ms=1e3 * wall / iterations, plain_ms=1e3 * plain / iterations)
-            row["cpu_ms"] = 1e3 * cpu / iterations
-            rounds[impl].append(row)
+                wall, times, counts = traced(run, Path(directory))
+            row = summarise(times, counts, kinds[side], size)
+            row.update(wall_ms=1e3 * wall / size, plain_ms=1e3 * plain / size)
+            row["cpu_ms"] = 1e3 * cpu / size
+            rounds[side].append(row)
     return rounds, gflop
 
 
 def median_row(rounds: list[dict]) -> dict:
     """Per kind, the median over rounds; the top ops of the median round by total op time."""
-    kinds = {k: statistics.median(r["kinds"][k] for r in rounds) for k in KINDS}
+    row = {key: statistics.median(r[key] for r in rounds) for key in ("wall_ms", "plain_ms")}
+    row["cpu_ms"] = statistics.median(r["cpu_ms"] for r in rounds)
+    for key in ("kinds", "runs"):
+        row[key] = {k: statistics.median(r[key][k] for r in rounds) for k in KINDS}
     order = sorted(rounds, key=lambda r: sum(r["kinds"].values()))
-    return {
-        "kinds": kinds,
-        "wall_ms": statistics.median(r["wall_ms"] for r in rounds),
-        "plain_ms": statistics.median(r["plain_ms"] for r in rounds),
-        "cpu_ms": statistics.median(r["cpu_ms"] for r in rounds),
-        "top": order[len(order) // 2]["top"],
-    }
+    return row | {"top": order[len(order) // 2]["top"]}
 
 
 def table(record: dict) -> str:
-    """The per-kind table, the matmul rates, and each side's largest ops."""
-    rows = {impl: median_row(record["rounds"][impl]) for impl in IMPLS}
-    canter, rejax = rows["canter"], rows["rejax"]
-    iterations, repeats = record["iterations"], record["repeats"]
+    """The per-kind table (ms per iteration for PPO, us per env step for DQN), PPO's matmul
+    rates, and each side's largest ops."""
+    sides, unit = WORKS[record["work"]]
+    first, second = sides
+    rows = {side: median_row(record["rounds"][side]) for side in sides}
+    scale, label = (1, "ms") if unit == "iteration" else (1000, "us")
+    size, repeats = record["size"], record["repeats"]
     lines = [
-        f"ms per iteration ({iterations} iterations, 1 seed, median of {repeats} rounds)",
+        f"{label} per {unit} ({size} {unit}s, 1 seed, median of {repeats} rounds)",
         "",
-        "| kind | canter | rejax | canter / rejax |",
+        f"| kind | {first} | {second} | {first} / {second} |",
         "|---|---:|---:|---:|",
     ]
 
-    def line(label: str, a: float, b: float) -> str:
+    def line(name: str, a: float, b: float, digits: int = 1) -> str:
         ratio = f"{a / b:.2f}" if b else ""
-        return f"| {label} | {a:.1f} | {b:.1f} | {ratio} |"
+        return f"| {name} | {a:.{digits}f} | {b:.{digits}f} | {ratio} |"
+
+    def measure(name: str, pick) -> str:
+        return line(name, *(scale * pick(rows[side]) for side in sides))
 
     for k in KINDS:
-        lines.append(line(k, canter["kinds"][k], rejax["kinds"][k]))
-    total = {impl: sum(rows[impl]["kinds"].values()) for impl in IMPLS}
-    lines.append(line("all ops", total["canter"], total["rejax"]))
-    lines.append(line("wall time, traced", canter["wall_ms"], rejax["wall_ms"]))
-    lines.append(line("wall time, untraced", canter["plain_ms"], rejax["plain_ms"]))
-    lines.append(line("process CPU time, untraced", canter["cpu_ms"], rejax["cpu_ms"]))
-    gflop = record["iteration_gflop"]
-    lines += ["", f"An iteration's matmuls: {gflop:.1f} GFLOP (the same on both sides).", ""]
+        lines.append(measure(k, lambda row, k=k: row["kinds"][k]))
+    lines.append(measure("all ops", lambda row: sum(row["kinds"].values())))
+    lines.append(measure("wall time, traced", lambda row: row["wall_ms"]))
+    lines.append(measure("wall time, untraced", lambda row: row["plain_ms"]))
+    lines.append(measure("process CPU time, untraced", lambda row: row["cpu_ms"]))
+    ops = [sum(rows[side]["runs"].values()) for side in sides]
+    lines.append(line(f"ops run per {unit}", *ops, digits=0))
+    if record.get("iteration_gflop"):
+        lines += matmul_lines(record, rows)
+    for side in sides:
+        lines += ["", f"{side}: the {TOP} largest ops", "", f"| op | kind | shape | {label} |"]
+        lines.append("|---|---|---|---:|")
+        for op in rows[side]["top"]:
+            cells = f"{op['op']} | {op['kind']} | `{op['shape']}` | {scale * op['ms']:.1f}"
+            lines.append(f"| {cells} |")
+    lines += ["", f"Machine: {record['machine']}."]
+    return "\n".join(lines) + "\n"
+
+
+def matmul_lines(record: dict, rows: dict) -> list[str]:
+    """PPO's iteration GFLOP, the rate each whole run does it at, and the bare shapes' rates."""
+    gflop, repeats = record["iteration_gflop"], record["repeats"]
+    lines = ["", f"An iteration's matmuls: {gflop:.1f} GFLOP (the same on both sides).", ""]
     lines += ["| matmul rate | GFLOPS |", "|---|---:|"]
     whole = "whole run per iteration (untraced; init and the final evaluation in it)"
-    lines += [
-        f"| {impl}'s {whole} | {gflop / rows[impl]['plain_ms'] * 1e3:.0f} |" for impl in IMPLS
-    ]
+    for side, row in rows.items():
+        lines.append(f"| {side}'s {whole} | {gflop / row['plain_ms'] * 1e3:.0f} |")
     for shape, rate in record["matmul_gflops"].items():
-        lines.append(
-            f"| `{shape}` alone, {MATMUL_STEPS} in a scan (best of {repeats}) | {rate:.0f} |"
-        )
-    for impl in IMPLS:
-        lines += ["", f"{impl}'s {TOP} largest ops:", "", "| op | kind | shape | ms |"]
-        lines.append("|---|---|---|---:|")
-        for op in rows[impl]["top"]:
-            lines.append(f"| {op['op']} | {op['kind']} | `{op['shape']}` | {op['ms']:.1f} |")
-    lines += ["", f"Machine: {harness.machine()}."]
-    return "\n".join(lines) + "\n"
+        cell = f"`{shape}` alone, {MATMUL_STEPS} in a scan (best of {repeats})"
+        lines.append(f"| {cell} | {rate:.0f} |")
+    return lines
 
 
 def main() -> None:
     parser = harness.parser(__doc__)
-    parser.add_argument("--iterations", type=int, default=4, help="PPO iterations per run")
+    parser.add_argument("--work", choices=sorted(WORKS), default="ppo-minatar")
+    parser.add_argument(
+        "--size", type=int, help="PPO iterations or DQN env steps per run (default: 4 / 1000)"
+    )
     args = parser.parse_args()
+    size = args.size or SIZES[args.work]
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    rounds, gflop = profile(args.iterations, args.repeats)
-    rates = matmul_rates(args.repeats)
-    record = dict(machine=harness.machine(), iterations=args.iterations, repeats=args.repeats)
-    record.update(rounds=rounds, iteration_gflop=gflop, matmul_gflops=rates)
+    rounds, gflop = profile(args.work, size, args.repeats)
+    record = dict(machine=harness.machine(), work=args.work, size=size, repeats=args.repeats)
+    record["rounds"] = rounds
+    if gflop:
+        record.update(iteration_gflop=gflop, matmul_gflops=matmul_rates(args.repeats))
     text = table(record)
     args.out.mkdir(parents=True, exist_ok=True)
-    harness.write(args.out / "profile_ppo-minatar.json", json.dumps(record, indent=1))
-    harness.write(args.out / "profile_ppo-minatar.md", text)
+    harness.write(args.out / f"profile_{args.work}.json", json.dumps(record, indent=1))
+    harness.write(args.out / f"profile_{args.work}.md", text)
     print(text)
 
 
