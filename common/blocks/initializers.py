@@ -16,8 +16,9 @@ all of it per column, a 400x256 layer took 100 ms on the 2-core CPU and Craftax'
 3.7 s; in blocks they take 20 ms and 0.53 s (benchmarks/README.md).
 
 Off the CPU, `orthogonal` is JAX's own initializer: the deadlock is XLA:CPU's, and on a GPU
-the columns' sequential loop costs a kernel launch or more per step (about 2,000 columns for
-two 400-256-256 MLPs, each orthonormalised twice), where the QR is one library call. The
+the columns' sequential loop costs a kernel launch or more per step (about 1,000 columns in
+PPO's two MinAtar MLPs, each orthonormalised twice: some 2,000 steps), where the QR is one
+library call. The
 process's default backend decides, as it does for `layers.Conv2d`.
 
 `orthogonal_linear` is the dense layer of the PPO files: orthogonal weights, zero bias.
