@@ -38,6 +38,7 @@ Writes benchmarks/results/profile_<work>.md and .json (per kind and per top op, 
 iteration or env step, the median over the rounds).
 """
 
+import dataclasses
 import gzip
 import json
 import re
@@ -259,11 +260,9 @@ def programs(work: str, size: int) -> tuple[dict, float | None]:
 
     from benchmarks import rejax_peer
 
-    if work == "dqn-minatar":
-        preset = dict(dqn.PRESETS[speed_dqn.MINATAR_ENV], total_timesteps=size, eval_every=size)
-        preset["num_eval_envs"] = harness.EVAL_EPISODES
-        learns = dqn.Config(**{**preset, "learning_starts": size // 10})
-        acts = dqn.Config(**{**preset, "learning_starts": size})  # the warm-up never ends
+    if work == "dqn-minatar":  # speed_dqn.py's configs, updating after a tenth of the run
+        learns = dataclasses.replace(speed_dqn.minatar_config(size), learning_starts=size // 10)
+        acts = speed_dqn.minatar_config(size, acting_only=True)  # the warm-up never ends
         return {"canter": dqn.make_train(learns), "canter, no updates": dqn.make_train(acts)}, None
     setup = dict(speed_minatar.PPO_SETUP, iterations=size)
     config = speed_ppo.canter_config(setup, 1)
