@@ -42,13 +42,16 @@ def test_same_numbers_and_gradients_as_equinox(shape):
     np.testing.assert_allclose(patch_x, stock_x, rtol=1e-4, atol=1e-4)
 
 
-def test_a_loop_body_holds_matmuls_not_a_convolution():
-    # What the layer is for: inside a scan XLA:CPU runs a convolution as a slow loop nest.
+def test_a_cpu_loop_body_holds_matmuls_and_a_gpu_one_the_convolution():
+    # What the layer is for: inside a scan XLA:CPU runs a convolution as a slow loop nest. The
+    # platform the program is lowered for decides, not the default backend (here the CPU).
     conv = Conv2d(4, 16, 3, key=jax.random.key(0))
     x = jnp.ones((2, 5, 4, 10, 10))
     body = lambda c, x: (c + jax.vmap(conv)(x).sum(), None)  # noqa: E731
-    program = str(jax.make_jaxpr(lambda x: jax.lax.scan(body, 0.0, x))(x))
-    assert "conv_general_dilated" not in program and "dot_general" in program
+    program = jax.jit(lambda x: jax.lax.scan(body, 0.0, x)).trace(x)
+    cpu, cuda = (program.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda"))
+    assert "stablehlo.convolution" not in cpu and "stablehlo.dot_general" in cpu
+    assert "stablehlo.convolution" in cuda and "stablehlo.dot_general" not in cuda
 
 
 def test_dilated_and_grouped_convolutions_run_the_stock_kernel():

@@ -38,13 +38,21 @@ def test_orthogonal_is_batched_under_vmap():
     assert not np.allclose(batch[0], batch[1])
 
 
-def test_off_the_cpu_orthogonal_is_jaxs_own_initializer(monkeypatch):
+def test_off_the_cpu_orthogonal_is_jaxs_own_initializer():
     """On a GPU the QR is one library call, where the blocked Gram-Schmidt is a loop of about
-    a kernel per column: `orthogonal` hands over to JAX's initializer, whose values it equals
-    to float tolerance on the CPU (one unbatched QR here, which does not deadlock)."""
+    a kernel per column: the program lowered for the CPU holds the loop and no QR, the one
+    lowered for a GPU or a TPU JAX's initializer's QR and no loop, whatever the default backend
+    (here the CPU). The two paths give the same values to float tolerance (JAX's initializer run
+    here on one unbatched QR, which does not deadlock)."""
     key, shape = jax.random.key(3), (400, 256)
-    on_cpu = np.asarray(orthogonal(key, shape, 2.0))
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    off_cpu = np.asarray(orthogonal(key, shape, 2.0))
-    np.testing.assert_array_equal(off_cpu, jax.nn.initializers.orthogonal(2.0)(key, shape))
-    np.testing.assert_allclose(off_cpu, on_cpu, atol=2e-6)  # measured: 4e-7
+
+    def lowered(platform: str) -> str:
+        init = jax.jit(lambda k: orthogonal(k, shape, 2.0))
+        return init.trace(key).lower(lowering_platforms=(platform,)).as_text()
+
+    cpu, cuda, tpu = lowered("cpu"), lowered("cuda"), lowered("tpu")
+    assert "stablehlo.while" in cpu and "custom_call" not in cpu
+    assert "cusolver_geqrf" in cuda and "stablehlo.while" not in cuda
+    assert "@Qr" in tpu and "stablehlo.while" not in tpu
+    qr = np.asarray(jax.nn.initializers.orthogonal(2.0)(key, shape))
+    np.testing.assert_allclose(np.asarray(orthogonal(key, shape, 2.0)), qr, atol=2e-6)  # 4e-7

@@ -18,8 +18,9 @@ all of it per column, a 400x256 layer took 100 ms on the 2-core CPU and Craftax'
 Off the CPU, `orthogonal` is JAX's own initializer: the deadlock is XLA:CPU's, and on a GPU
 the columns' sequential loop costs a kernel launch or more per step (about 1,000 columns in
 PPO's two MinAtar MLPs, each orthonormalised twice: some 2,000 steps), where the QR is one
-library call. The
-process's default backend decides, as it does for `layers.Conv2d`.
+library call. The platform the program is compiled for decides (`lax.platform_dependent`, as
+in `layers.Conv2d`), not the process's default backend: a program placed on the CPU of a GPU
+machine, or compiled ahead of time for a GPU on a CPU-only one, takes its platform's path.
 
 `orthogonal_linear` is the dense layer of the PPO files: orthogonal weights, zero bias.
 """
@@ -63,12 +64,14 @@ def orthogonal(
 ) -> Float[Array, "rows cols"]:
     """A (rows, cols) matrix with orthonormal rows or columns (whichever are fewer), times
     `scale`; the same values as `jax.nn.initializers.orthogonal(scale)(key, shape)`."""
-    if jax.default_backend() != "cpu":
-        return jax.nn.initializers.orthogonal(scale)(key, shape)
-    rows, cols = shape
-    a = jax.random.normal(key, (max(rows, cols), min(rows, cols)))
-    q = orthonormal_columns(a)
-    return scale * (q if rows >= cols else q.T)
+
+    def gram_schmidt(key: PRNGKeyArray) -> Float[Array, "rows cols"]:
+        rows, cols = shape
+        q = orthonormal_columns(jax.random.normal(key, (max(rows, cols), min(rows, cols))))
+        return scale * (q if rows >= cols else q.T)
+
+    qr = jax.nn.initializers.orthogonal(scale)
+    return jax.lax.platform_dependent(key, cpu=gram_schmidt, default=lambda k: qr(k, shape))
 
 
 def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
