@@ -272,13 +272,14 @@ def programs(work: str, size: int) -> tuple[dict, float | None]:
     return {"canter": ppo.make_train(config), "rejax": rejax_peer.ppo(setup, size)[0]}, gflop
 
 
-def profile(work: str, size: int, repeats: int) -> tuple[dict, float | None]:
-    """Per side, a row per round (`summarise`'s, in ms per unit of work, with the wall time of
-    the traced run, and the wall and process CPU time of an untraced one), and PPO's GFLOP."""
+def profile(work: str, size: int, repeats: int, seeds: int = 1) -> tuple[dict, float | None]:
+    """Per side, a row per round (`summarise`'s, in ms per unit of work of all `seeds` vmapped
+    seeds together, with the wall time of the traced run, and the wall and process CPU time of
+    an untraced one), and PPO's GFLOP per iteration (all seeds)."""
     import jax
 
     trains, gflop = programs(work, size)
-    keys = jax.random.split(jax.random.key(0), 1)
+    keys = jax.random.split(jax.random.key(0), seeds)
     runs, kinds = {}, {}
     for side, train in trains.items():
         compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
@@ -297,7 +298,7 @@ def profile(work: str, size: int, repeats: int) -> tuple[dict, float | None]:
             row.update(wall_ms=1e3 * wall / size, plain_ms=1e3 * plain / size)
             row["cpu_ms"] = 1e3 * cpu / size
             rounds[side].append(row)
-    return rounds, gflop
+    return rounds, gflop and gflop * seeds
 
 
 def median_row(rounds: list[dict]) -> dict:
@@ -317,9 +318,10 @@ def table(record: dict) -> str:
     first, second = sides
     rows = {side: median_row(record["rounds"][side]) for side in sides}
     scale, label = (1, "ms") if unit == "iteration" else (1000, "us")
-    size, repeats = record["size"], record["repeats"]
+    size, repeats, seeds = record["size"], record["repeats"], record.get("seeds", 1)
     lines = [
-        f"{label} per {unit} ({size} {unit}s, 1 seed, median of {repeats} rounds)",
+        f"{label} per {unit} ({size} {unit}s, {seeds} seed{'s' * (seeds != 1)} vmapped, "
+        f"median of {repeats} rounds)",
         "",
         f"| kind | {first} | {second} | {first} / {second} |",
         "|---|---:|---:|---:|",
@@ -355,7 +357,9 @@ def table(record: dict) -> str:
 def matmul_lines(record: dict, rows: dict) -> list[str]:
     """PPO's iteration GFLOP, the rate each whole run does it at, and the bare shapes' rates."""
     gflop, repeats = record["iteration_gflop"], record["repeats"]
-    lines = ["", f"An iteration's matmuls: {gflop:.1f} GFLOP (the same on both sides).", ""]
+    seeds = record.get("seeds", 1)
+    who = f"{seeds} seeds, the same on both sides" if seeds != 1 else "the same on both sides"
+    lines = ["", f"An iteration's matmuls: {gflop:.1f} GFLOP ({who}).", ""]
     lines += ["| matmul rate | GFLOPS |", "|---|---:|"]
     whole = "whole run per iteration (untraced; init and the final evaluation in it)"
     for side, row in rows.items():
@@ -372,20 +376,23 @@ def main() -> None:
     parser.add_argument(
         "--size", type=int, help="PPO iterations or DQN env steps per run (default: 4 / 1000)"
     )
+    parser.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program")
     args = parser.parse_args()
     size = args.size or SIZES[args.work]
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    rounds, gflop = profile(args.work, size, args.repeats)
+    rounds, gflop = profile(args.work, size, args.repeats, args.seeds)
     record = dict(machine=harness.machine(), work=args.work, size=size, repeats=args.repeats)
+    record["seeds"] = args.seeds
     record["rounds"] = rounds
     if gflop:
         record.update(iteration_gflop=gflop, matmul_gflops=matmul_rates(args.repeats))
     text = table(record)
     args.out.mkdir(parents=True, exist_ok=True)
-    harness.write(args.out / f"profile_{args.work}.json", json.dumps(record, indent=1))
-    harness.write(args.out / f"profile_{args.work}.md", text)
+    name = f"profile_{args.work}" + (f"-{args.seeds}-seeds" if args.seeds != 1 else "")
+    harness.write(args.out / f"{name}.json", json.dumps(record, indent=1))
+    harness.write(args.out / f"{name}.md", text)
     print(text)
 
 
