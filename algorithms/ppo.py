@@ -34,6 +34,7 @@ import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal
 from canter.common.blocks.layers import MLP, Conv2d  # Conv2d: a patch matmul on the CPU
+from canter.common.blocks.loops import scan
 from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     NonNegative,
@@ -76,6 +77,9 @@ class Config:
     """Parallel environments per seed."""
     num_steps: PositiveInt = 128
     """Steps per environment per rollout."""
+    rollout_unroll: PositiveInt = 1
+    """Rollout steps per loop trip in a program compiled for a GPU or TPU (the CPU runs one):
+    fewer, larger kernels per step, the same numbers, a longer compile for a large env step."""
     learning_rate: NonNegative = 2.5e-4
     """Adam learning rate."""
     anneal_lr: bool = True
@@ -226,9 +230,9 @@ def compute_gae(
         advantage = delta + gamma * gae_lambda * cont * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
-    )
+    # 16 steps per loop trip off the CPU: one fused kernel where a GPU ran four per step.
+    zeros = jnp.zeros_like(deltas[0])
+    _, advantages = scan(backward, zeros, (deltas, continues), reverse=True, unroll=16)
     return advantages, advantages + values
 
 
@@ -391,8 +395,8 @@ def make_train(config: Config) -> trainer.Train:
         key, update_key = jax.random.split(state.key)
         finals = jnp.zeros_like(state.obs) if slots else None
         carry = (state.model, state.env_state, state.obs, finals, key)
-        (_, env_state, obs, finals, key), traj = jax.lax.scan(
-            rollout_step, carry, None, config.num_steps
+        (_, env_state, obs, finals, key), traj = scan(
+            rollout_step, carry, None, config.num_steps, unroll=config.rollout_unroll
         )
         # One batched critic call for the values of every observation.
         critic = jax.vmap(state.model.value)
@@ -446,6 +450,7 @@ MINATAR = dict(
     gamma=0.999,
     activation="relu",
     hidden_size=256,
+    rollout_unroll=4,  # canter's: on a GPU 30 kernels per env step against 45 (not the CPU's)
 )
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
 

@@ -27,6 +27,7 @@ import optax
 from canter.algorithms import trainer
 from canter.common.blocks.initializers import orthogonal, orthogonal_linear
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
+from canter.common.blocks.loops import scan
 from canter.common.blocks.masking import masked_argmax, masked_logits, sample_masked
 from canter.common.config import (
     ConfigError,
@@ -228,9 +229,9 @@ def compute_gae(
         advantage = delta + gamma * gae_lambda * cont * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
-    )
+    # 16 steps per loop trip off the CPU: one fused kernel where a GPU ran four per step.
+    zeros = jnp.zeros_like(deltas[0])
+    _, advantages = scan(backward, zeros, (deltas, continues), reverse=True, unroll=16)
     return advantages, advantages + values
 
 

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
 from canter.common.blocks.layers import MLP
+from canter.common.blocks.loops import scan
 from canter.common.blocks.normalization import RunningStats, normalize, update_stats
 from canter.common.config import (
     NonNegative,
@@ -211,9 +212,9 @@ def compute_gae(
         advantage = delta + gamma * gae_lambda * cont * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
-    )
+    # 16 steps per loop trip off the CPU: one fused kernel where a GPU ran four per step.
+    zeros = jnp.zeros_like(deltas[0])
+    _, advantages = scan(backward, zeros, (deltas, continues), reverse=True, unroll=16)
     return advantages, advantages + values
 
 

@@ -45,6 +45,7 @@ PPO_SETUP = dict(
     gamma=0.999,
     activation="relu",
     hidden=256,
+    rollout_unroll=4,  # canter's MinAtar preset (a GPU compile only; rejax has no such field)
 )
 PQN_ITERATIONS, PQN_ENVS, PQN_STEPS = 50, 128, 32  # the preset's 128 envs x 32 steps
 

@@ -70,6 +70,7 @@ def canter_config(setup: dict, num_seeds: int = 1):
         gamma=setup["gamma"],
         activation=setup["activation"],
         hidden_size=setup["hidden"],
+        rollout_unroll=setup.get("rollout_unroll", 1),  # canter's own; no effect on the CPU
     )
 
 

@@ -1,6 +1,7 @@
 """Whole programs avoid the XLA:CPU custom calls that deadlock (common/blocks/initializers.py)."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from canter.algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
@@ -56,3 +57,29 @@ def test_off_the_cpu_orthogonal_is_jaxs_own_initializer():
     assert "@Qr" in tpu and "stablehlo.while" not in tpu
     qr = np.asarray(jax.nn.initializers.orthogonal(2.0)(key, shape))
     np.testing.assert_allclose(np.asarray(orthogonal(key, shape, 2.0)), qr, atol=2e-6)  # 4e-7
+
+
+def test_scan_unrolls_only_where_the_program_is_not_compiled_for_the_cpu():
+    """`blocks.loops.scan`: the loop of `jax.lax.scan` with one step per trip in the program
+    lowered for the CPU, `unroll` steps per trip in the one lowered for a GPU, and the values of
+    `jax.lax.scan` (here, on the CPU), reversed or not."""
+    from canter.common.blocks.loops import scan
+
+    def step(carry, x):
+        carry = jnp.sin(carry) + x
+        return carry, carry * 2.0
+
+    xs = jnp.linspace(0.0, 1.0, 10)
+    for reverse in (False, True):
+        ours = scan(step, 0.5, xs, reverse=reverse, unroll=4)
+        plain = jax.lax.scan(step, 0.5, xs, reverse=reverse)
+        for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(plain), strict=True):
+            np.testing.assert_array_equal(a, b)
+    program = jax.jit(lambda xs: scan(step, 0.5, xs, unroll=4)).trace(xs)
+    cpu, cuda = (program.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda"))
+    # 10 steps: one per trip on the CPU; 4 per trip and the 2 left over on a GPU (each step a
+    # call of the step's function)
+    assert cpu.count("func.call @closed_call") == 1
+    assert cuda.count("func.call @closed_call") == 4 + 2
+    # The choice is a constant when lowered: XLA folds it, and no conditional runs.
+    assert " conditional(" not in program.lower().compile().as_text()
