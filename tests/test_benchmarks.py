@@ -501,3 +501,92 @@ def test_profile_tables_count_the_minatar_iterations_matmuls_and_set_the_sides_a
     assert "| kind | canter | canter, no updates | canter / canter, no updates |" in lines
     assert "| wall time, untraced | 1500.0 | 200.0 | 7.50 |" in lines
     assert not any("GFLOP" in line for line in lines)
+
+
+GPU_HLO = """HloModule m
+
+%body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[4]{0} get-tuple-element(%p), index=1
+  %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%fused_tanh
+  %c = f32[4]{0} copy(%f)
+  %n = s32[] fusion(%i), kind=kLoop, calls=%fused_add
+  ROOT %t = (s32[], f32[4]{0}) tuple(%n, %c)
+}
+
+%cond (p: (s32[], f32[4])) -> pred[] {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  ROOT %lt = pred[] fusion(%i), kind=kLoop, calls=%fused_lt
+}
+
+%yes (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  %g = f32[4]{0} custom-call(%a), custom_call_target="__cublas$gemm"
+  ROOT %e = f32[4]{0} fusion(%g), kind=kLoop, calls=%fused_relu
+}
+
+%no (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  ROOT %b = f32[4]{0} bitcast(%a)
+}
+
+ENTRY %main (x: f32[4], b: pred[]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %b = pred[] parameter(1)
+  %z = s32[] constant(0)
+  %t = (s32[], f32[4]{0}) tuple(%z, %x)
+  %w = (s32[], f32[4]{0}) while(%t), condition=%cond, body=%body, backend_config={TRIPS}
+  %u = (s32[], f32[4]{0}) while(%t), condition=%cond, body=%body
+  %y = f32[4]{0} get-tuple-element(%w), index=1
+  %k = f32[4]{0} conditional(%b, %y, %y), true_computation=%yes, false_computation=%no
+  ROOT %s = f32[4]{0} sort(%k), dimensions={0}, to_apply=%less
+}
+""".replace("{TRIPS}", '{"known_trip_count":{"n":"10"}}')
+
+
+def test_gpu_kernels_counts_launches_through_loops_and_conditionals():
+    """benchmarks/gpu_kernels.py on a hand-written module: a fusion, a copy and a library call
+    are a kernel each, bitcasts and tuples none; a loop of known trips runs its body and its
+    condition per trip, one of unknown trips once; a conditional its larger (or smaller)
+    branch. Then on a program XLA:CPU compiled (the same text format as a GPU's): the loop of
+    the unit of work is found by its trip count, with the loop nested in it."""
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks import gpu_kernels
+
+    computations, entry = gpu_kernels.parse(GPU_HLO)
+    assert entry == "main" and set(computations) == {"body", "cond", "yes", "no", "main"}
+    # while: 10 x (3 + 1); the unknown-trip while: 3 + 1; conditional: 2 or 0; sort: 1
+    assert gpu_kernels.launches(computations, "main") == 40 + 4 + 2 + 1
+    assert gpu_kernels.launches(computations, "main", pick=min) == 40 + 4 + 0 + 1
+    found = gpu_kernels.loops(computations, "main")
+    assert found == [dict(depth=0, trips=10, per_trip=4), dict(depth=0, trips=None, per_trip=4)]
+    assert gpu_kernels.per_unit(computations, "main", 10) == (4, [])
+    with pytest.raises(SystemExit, match="no loop of 7 trips"):
+        gpu_kernels.per_unit(computations, "main", 7)
+
+    def program(x):
+        def inner(h, _):
+            return jnp.tanh(h) * 1.5, None
+
+        def outer(h, _):
+            return jax.lax.scan(inner, jnp.sin(h), None, length=13)[0] + 1.0, None
+
+        return jax.lax.scan(outer, x, None, length=7)[0]
+
+    hlo = jax.jit(program).lower(jnp.ones(8)).compile().as_text()
+    computations, entry = gpu_kernels.parse(hlo)
+    per_trip, inside = gpu_kernels.per_unit(computations, entry, 7)
+    assert [loop["trips"] for loop in inside] == [13] and inside[0]["depth"] == 0
+    assert per_trip >= 13 * inside[0]["per_trip"] + 1
+    total = gpu_kernels.launches(computations, entry)
+    assert total >= 7 * per_trip
+
+    record = dict(machine="m", target="an NVIDIA H100", work="ppo-minatar")
+    row = {"launches": 80, "loops": [dict(depth=0, trips=8, per_trip=9)]}
+    record["seeds"] = {"1": {"canter": row, "rejax": row | {"launches": 100}}}
+    text = gpu_kernels.table(record)
+    assert "| 1 | 80 | 100 | 0.80 |" in text and "| canter | loop 1 | 8 | 9 |" in text
