@@ -320,8 +320,8 @@ def table(record: dict) -> str:
     scale, label = (1, "ms") if unit == "iteration" else (1000, "us")
     size, repeats, seeds = record["size"], record["repeats"], record.get("seeds", 1)
     lines = [
-        f"{label} per {unit} ({size} {unit}s, {seeds} seed{'s' * (seeds != 1)} vmapped, "
-        f"median of {repeats} rounds)",
+        f"{label} per {unit} ({size} {unit}s, "
+        f"{'1 seed' if seeds == 1 else f'{seeds} seeds vmapped'}, median of {repeats} rounds)",
         "",
         f"| kind | {first} | {second} | {first} / {second} |",
         "|---|---:|---:|---:|",

@@ -486,6 +486,9 @@ def test_profile_tables_count_the_minatar_iterations_matmuls_and_set_the_sides_a
     }
     lines = profile_ops.table(record).splitlines()
     assert lines[0] == "ms per iteration (4 iterations, 1 seed, median of 2 rounds)"
+    eight = profile_ops.table(record | {"seeds": 8}).splitlines()
+    assert eight[0] == "ms per iteration (4 iterations, 8 seeds vmapped, median of 2 rounds)"
+    assert "An iteration's matmuls: 58.3 GFLOP (8 seeds, the same on both sides)." in eight
     assert "| matmul | 450.0 | 500.0 | 0.90 |" in lines
     assert "| wall time, untraced | 550.0 | 600.0 | 0.92 |" in lines
     assert "| ops run per iteration | 60 | 60 | 1.00 |" in lines
