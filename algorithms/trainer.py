@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from canter.common.blocks.loops import scan
 from canter.common.envs import evaluation_env
 from canter.common.run.batch import seed_keys
 from canter.common.run.evaluation import run_episodes
@@ -63,6 +64,7 @@ class Train:
     env_steps_per_iteration: int
     num_eval_envs: int
     initial_carry: Callable[[int], Any] | None = None
+    unroll: int = 1  # iterations per loop trip in a program compiled for a GPU or TPU
 
     @classmethod
     def from_config(cls, config: Any, **parts: Any) -> "Train":
@@ -70,7 +72,7 @@ class Train:
         and `eval_every` in env steps, rounded down to whole iterations, at least one and at
         most the run: the runner says the cadence it makes);
         `parts` are the rest: init, step, act, env, env_params, env_steps_per_iteration and, for
-        a policy with memory, initial_carry."""
+        a policy with memory, initial_carry; `unroll` if not 1."""
         per_interval = max(1, config.eval_every // parts["env_steps_per_iteration"])
         return cls(
             num_iterations=config.num_iterations,
@@ -127,7 +129,9 @@ class Train:
                 return self.step(state, i)
             return when(i < self.num_iterations, self.step, state, i)
 
-        state, metrics = jax.lax.scan(iteration, state, jnp.arange(self.interval_iterations))
+        # `unroll` iterations per loop trip off the CPU: fewer, larger kernels (blocks/loops.py).
+        iterations = jnp.arange(self.interval_iterations)
+        state, metrics = scan(iteration, state, iterations, unroll=self.unroll)
         # NaN marks skipped iterations and returns before the first finished episode.
         train_metrics = {name: jnp.nanmean(value, axis=0) for name, value in metrics.items()}
         eval_metrics = self.evaluate(state, jax.random.fold_in(eval_key, index))

@@ -28,6 +28,7 @@ import os
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
@@ -153,7 +154,8 @@ def h100_sharding():
 def count(work: str, seeds: int) -> dict:
     """Per side: the launches of one unit of work and its loops, at `seeds` vmapped seeds. For
     DQN the two sides are one program, canter's preset updating from its first step: its env
-    step with the update (the conditional's larger branch) and without (the smaller)."""
+    step with the update (the conditional's larger branch) and without (the smaller), counted
+    as the difference between runs of 600 and 300 env steps (its step loop may be unrolled)."""
     import dataclasses
 
     import jax
@@ -161,23 +163,27 @@ def count(work: str, seeds: int) -> dict:
 
     from benchmarks import profile_ops, speed_dqn
 
-    size = {"ppo-minatar": 7, "dqn-minatar": 300}[work]  # trip counts no other loop has
-    if work == "dqn-minatar":
-        config = dataclasses.replace(speed_dqn.minatar_config(size), learning_starts=0)
-        trains = {"canter": dqn.make_train(config)}
-        picks = {"canter, with its update": max, "canter, acting only": min}
-    else:
-        trains, _ = profile_ops.programs(work, size)
-        picks = {side: max for side in trains}
     keys = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), seeds))
     keys = jax.ShapeDtypeStruct(keys.shape, keys.dtype, sharding=h100_sharding())
-    programs = {}
-    for side, train in trains.items():
-        programs[side] = parse(jax.jit(jax.vmap(train)).lower(keys).compile().as_text())
+
+    def compiled(train: Callable) -> tuple[dict, str]:
+        return parse(jax.jit(jax.vmap(train)).lower(keys).compile().as_text())
+
+    if work == "dqn-minatar":
+        programs = {}
+        for steps in (300, 600):
+            config = dataclasses.replace(speed_dqn.minatar_config(steps), learning_starts=0)
+            programs[steps] = compiled(dqn.make_train(config))
+        sides = {}
+        for side, pick in {"canter, with its update": max, "canter, acting only": min}.items():
+            total = {n: launches(*programs[n], pick=pick) for n in programs}
+            sides[side] = dict(launches=(total[600] - total[300]) / 300, loops=[])
+        return sides
+    size = 7  # iterations: a trip count no other loop of the program has
+    trains, _ = profile_ops.programs(work, size)
     sides = {}
-    for side, pick in picks.items():
-        computations, entry = programs[side.split(",")[0] if work == "dqn-minatar" else side]
-        unit, inside = per_unit(computations, entry, size, pick)
+    for side, train in trains.items():
+        unit, inside = per_unit(*compiled(train), size)
         sides[side] = dict(launches=unit, loops=inside)
     return sides
 
@@ -191,7 +197,7 @@ def table(record: dict) -> str:
     lines += [f"| seeds | {' | '.join(sides)} |{ratio}", "|---:|" + "---:|" * (len(sides) + 1)]
     for seeds, row in record["seeds"].items():
         counts = [row[side]["launches"] for side in sides]
-        cells = " | ".join(f"{c:,}" for c in counts)
+        cells = " | ".join(f"{c:,.0f}" if c == round(c) else f"{c:,.1f}" for c in counts)
         lines.append(f"| {seeds} | {cells} | {counts[0] / counts[1]:.2f} |")
     first = next(iter(record["seeds"].values()))
     if not any(first[side]["loops"] for side in sides):

@@ -7,6 +7,7 @@ test_masking.py).
                        orthogonal_linear: the PPO files' dense layer (orthogonal, zero bias)
     layers.py          MLP: the PPO files' actor and critic (depth hidden layers, tanh or ReLU);
                        Conv2d: Equinox's convolution as a patch matmul (faster on XLA:CPU)
+    loops.py           scan: lax.scan unrolled in programs for a GPU or TPU (the same numbers)
     masking.py         action masks: masked sampling, greedy choice, exploration, max
     normalization.py   RunningStats: observation / return normalisation statistics
 """
