@@ -4,13 +4,15 @@ On a GPU each trip of a loop is its own few kernels, launched one after another:
 4 small elementwise kernels, a MinAtar rollout step about 45. Unrolling k steps per trip lets
 XLA fuse across the steps and drop the copies of the loop's carried state each trip makes.
 Compiled for an H100 (`benchmarks/gpu_kernels.py`), GAE's 128 steps take 40 kernels unrolled
-16 per trip against 512 rolled, and PPO's MinAtar rollout 30 kernels per step unrolled 4 per
-trip against 45. On XLA:CPU the same unrolling only costs: a MinAtar rollout unrolled 4 per trip
-did not compile in 15 minutes, one unrolled 2 per trip ran no faster, and GAE unrolled 16 per
-trip took 57 us against 15 us (benchmarks/README.md). So a program compiled for the CPU keeps
-one step per trip. The platform the program is compiled for decides (`lax.platform_dependent`,
-as in `layers.Conv2d`), not the process's default backend. Unrolling changes no arithmetic: the
-same ops run on the same values.
+16 per trip against 512 rolled, PPO's MinAtar rollout 30 kernels per step unrolled 4 per trip
+against 45, and DQN's MinAtar env step with its update 75 against 126 (the trainer's loop over
+iterations, `Train.unroll`). On XLA:CPU the same unrolling only costs: a MinAtar rollout
+unrolled 4 per trip did not compile in 15 minutes, one unrolled 2 per trip ran no faster, and
+GAE unrolled 16 per trip took 57 us against 15 us (benchmarks/README.md). So a program compiled
+for the CPU keeps one step per trip. The platform the program is compiled for decides
+(`lax.platform_dependent`, as in `layers.Conv2d`), not the process's default backend.
+Unrolling changes no algorithm: the same ops run on the same values (fused differently, a GPU
+may round differently at float precision).
 """
 
 from collections.abc import Callable
