@@ -100,8 +100,7 @@ class Config:
     hidden_sizes: tuple[int, ...] = (120, 84)
     """Widths of the ReLU hidden layers."""
     iteration_unroll: PositiveInt = 1
-    """Iterations (env steps and their updates) per loop trip in a program compiled for a GPU or
-    TPU (the CPU runs one): fewer, larger kernels per step, the same numbers, a longer compile."""
+    """Iterations per loop trip on a GPU or TPU (the CPU runs one): fewer kernels, same numbers."""
 
     @property
     def vector_steps_per_iteration(self) -> int:
