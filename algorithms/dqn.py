@@ -100,7 +100,7 @@ class Config:
     hidden_sizes: tuple[int, ...] = (120, 84)
     """Widths of the ReLU hidden layers."""
     iteration_unroll: PositiveInt = 1
-    """Iterations per loop trip on a GPU or TPU (the CPU runs one): fewer kernels, same numbers."""
+    """Iterations per loop trip on a GPU or TPU (the CPU runs one): fewer kernels, same math."""
 
     @property
     def vector_steps_per_iteration(self) -> int:

@@ -79,7 +79,7 @@ class Config:
     """Steps per environment per rollout."""
     rollout_unroll: PositiveInt = 1
     """Rollout steps per loop trip in a program compiled for a GPU or TPU (the CPU runs one):
-    fewer, larger kernels per step, the same numbers, a longer compile for a large env step."""
+    fewer, larger kernels per step, the same arithmetic, a longer compile for a large env step."""
     learning_rate: NonNegative = 2.5e-4
     """Adam learning rate."""
     anneal_lr: bool = True
