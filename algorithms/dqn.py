@@ -378,16 +378,8 @@ def make_train(config: Config) -> trainer.Train:
             "epsilon": linear_epsilon(config, env_steps),
             "env_steps": env_steps.astype(jnp.float32),
         }
-        state = dataclasses.replace(
-            state,
-            q_network=q_network,
-            target_network=target_network,
-            opt_state=opt_state,
-            buffer=buffer,
-            env_state=env_state,
-            obs=obs,
-            env_steps=env_steps,
-            key=key,
+        state = TrainState(
+            q_network, target_network, opt_state, buffer, env_state, obs, env_steps, key
         )
         return state, metrics
 
