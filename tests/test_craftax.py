@@ -192,15 +192,17 @@ def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_p
     assert "| canter |" in (tmp_path / "speed_craftax.md").read_text()
 
 
-# PPO on Craftax-Classic-Symbolic, 262,144 env steps: 64 envs x 64 steps, 4 minibatches, lr 3e-4,
-# GAE lambda 0.8 and grad norm 1 (Craftax_Baselines' values), tanh MLPs 2x256. Measured here (4
-# seeds, 2 CPU cores, 210 s): final training returns 3.52, 3.22, 3.40, 3.63 against 1.42 for
-# uniformly random actions (256 episodes, benchmarks/random_returns.py). The greedy policy's
-# return stays near 1 at this budget (argmax play gets stuck), so the check reads the training
-# return, the measure Craftax_Baselines reports. Threshold: halfway from random to the worst seed.
+# PPO on Craftax-Classic-Symbolic, 131,072 env steps: 64 envs x 64 steps, 4 minibatches, lr 3e-4,
+# GAE lambda 0.8 and grad norm 1 (Craftax_Baselines' values), tanh MLPs 2x256. Measured here
+# (seeds 0-3, 2 CPU cores, 2026-11-28): final training returns 3.44, 3.02, 3.23, 3.26 against
+# 1.42 for uniformly random actions (256 episodes, benchmarks/random_returns.py). The greedy
+# policy's return stays near 1 at this budget (argmax play gets stuck), so the check reads the
+# training return, the measure Craftax_Baselines reports. Threshold: halfway from random to the
+# worst seed. Twice the budget (262,144 steps: 3.52, 3.22, 3.40, 3.63, threshold 2.3) cost CI
+# about a minute more of training on top of the same 90 s compile, for the same check.
 CLASSIC_PPO = dict(
     env="craftax:Craftax-Classic-Symbolic-v1",
-    total_timesteps=262_144,
+    total_timesteps=131_072,
     eval_every=65_536,
     num_eval_envs=16,
     num_envs=64,
@@ -214,7 +216,7 @@ CLASSIC_PPO = dict(
     # padded to four: common/run/devices.py). Each must clear the threshold on its own.
     num_seeds=2,
 )
-RANDOM_CLASSIC_RETURN, CLASSIC_THRESHOLD = 1.42, 2.3
+RANDOM_CLASSIC_RETURN, CLASSIC_THRESHOLD = 1.42, 2.2
 
 
 @pytest.mark.learning
