@@ -9,6 +9,7 @@
 #      docs/notes/playground-reference.md section 5): the wall times go beside rejax's
 #   3. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
 #      (88,473,600 env steps), one seed
+# --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
 # and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
 #
@@ -16,6 +17,7 @@
 #
 #   bash benchmarks/gpu_suites.sh                       # writes benchmarks/results/gpu/returns/
 #   bash benchmarks/gpu_suites.sh --only craftax
+#   bash benchmarks/gpu_suites.sh --only brax-hopper:sac brax-hopper:td3
 #   bash benchmarks/gpu_suites.sh --tiny --out /tmp/suites   # tiny budgets, on any device
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,8 @@ out=benchmarks/results/gpu
 tiny=0
 only=""
 steps="craftax brax-hopper dm-control"
+steps="$steps craftax:ppo craftax:ppo_rnn brax-hopper:ppo_continuous brax-hopper:sac"
+steps="$steps brax-hopper:td3 dm-control:ppo_continuous"  # rows: STEP:ALGO
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu_suites.sh "$@"
@@ -51,7 +55,7 @@ fi
 step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
     local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
     shift 5
-    if [[ -n "$only" && " $only " != *" $name "* ]]; then
+    if [[ -n "$only" && " $only " != *" $name "* && " $only " != *" $name:$algo "* ]]; then
         return
     fi
     if ((SECONDS > budget)); then

@@ -62,7 +62,7 @@ def repo_root():
 # filled now meets other neighbours (tests/test_host.py clears the env cache it needs empty).
 ESTIMATES = {
     "test_gpu_script.py::test_tiny_run_writes": 640,
-    "test_gpu_script.py::test_the_suites_script_writes": 460,
+    "test_gpu_script.py::test_the_suites_script_writes": 310,  # two rows since 2026-11-28
     "test_readme.py::test_readme_commands_run[block1-part3]": 440,
     "test_craftax.py::test_ppo_learns": 300,  # 131,072 env steps since 2026-11-28
     "test_readme.py::test_readme_commands_run[block1-part2]": 200,
