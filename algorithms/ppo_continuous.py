@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
+from canter.common.blocks.clipping import clip_by_global_norm  # one sum off the CPU
 from canter.common.blocks.layers import MLP
 from canter.common.blocks.loops import scan
 from canter.common.blocks.normalization import RunningStats, normalize, update_stats
@@ -345,7 +346,7 @@ def make_train(config: Config) -> trainer.Train:
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = vector_step(env)
     optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
+        clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
     )
     # Hyperparameters bound once, so that `step` reads as the algorithm.
@@ -365,8 +366,11 @@ def make_train(config: Config) -> trainer.Train:
             model, optimizer.init(model), env_state, obs, obs_stats, return_stats, returns, key
         )
 
-    def rollout_step(carry: tuple, _: None) -> tuple[tuple, Transition]:
-        model, obs_stats, env_state, obs, returns, key = carry
+    def rollout_step(
+        model: ActorCritic, obs_stats: RunningStats, carry: tuple, _: None
+    ) -> tuple[tuple, Transition]:
+        """One step of every env; the model and the statistics stay fixed through a rollout."""
+        env_state, obs, returns, key = carry
         key, action_key, env_key = jax.random.split(key, 3)
         mean, log_std = jax.vmap(model.policy)(norm(obs, obs_stats))
         noise = jax.random.normal(action_key, mean.shape)
@@ -385,7 +389,7 @@ def make_train(config: Config) -> trainer.Train:
             obs, action, noise, log_prob, reward, terminated, truncated, final, returns
         )
         returns = jnp.where(terminated | truncated, 0.0, returns)
-        return (model, obs_stats, env_state, next_obs, returns, key), transition
+        return (env_state, next_obs, returns, key), transition
 
     def loss_fn(model: ActorCritic, batch: tuple[Array | None, ...]) -> tuple[Array, dict]:
         obs, action, noise, old_log_prob, old_values, advantages, returns = batch
@@ -410,17 +414,9 @@ def make_train(config: Config) -> trainer.Train:
 
     def step(state: TrainState, iteration: Array) -> tuple[TrainState, dict[str, Array]]:
         key, update_key = jax.random.split(state.key)
-        carry = (
-            state.model,
-            state.obs_stats,
-            state.env_state,
-            state.obs,
-            state.discounted_return,
-            key,
-        )
-        (_, _, env_state, obs, returns, key), traj = jax.lax.scan(
-            rollout_step, carry, None, config.num_steps
-        )
+        rollout = functools.partial(rollout_step, state.model, state.obs_stats)
+        carry = (state.env_state, state.obs, state.discounted_return, key)
+        (env_state, obs, returns, key), traj = jax.lax.scan(rollout, carry, None, config.num_steps)
         # Rewards only enter the update, so they are scaled with statistics including this batch.
         return_stats, reward = state.return_stats, traj.reward
         if config.norm_reward:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
+from canter.common.blocks.clipping import clip_by_global_norm  # one sum off the CPU
 from canter.common.blocks.initializers import orthogonal_linear
 from canter.common.blocks.layers import MLP
 from canter.common.blocks.loops import scan
@@ -322,7 +323,7 @@ def make_train(config: Config) -> trainer.Train:
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step, valid = vector_step(env), vector_mask(env)
     optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
+        clip_by_global_norm(config.max_grad_norm),
         optax.adam(learning_rate_schedule(config), eps=1e-5),  # PPO detail: Adam eps 1e-5
     )
     # Hyperparameters bound once, so that `step` reads as the algorithm.

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
+from canter.common.blocks.clipping import clip_by_global_norm  # one sum off the CPU
 from canter.common.blocks.layers import Conv2d  # eqx.nn.Conv2d, a patch matmul on the CPU
 from canter.common.blocks.loops import scan
 from canter.common.blocks.masking import masked_argmax, masked_max, random_action
@@ -345,7 +346,7 @@ def make_train(config: Config) -> trainer.Train:
     env_step, valid = vector_step(env), vector_mask(env)
 
     optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
+        clip_by_global_norm(config.max_grad_norm),
         optax.radam(learning_rate_schedule(config)),  # purejaxql
     )
     split = functools.partial(shuffled_minibatches, num_minibatches=config.num_minibatches)

@@ -83,3 +83,30 @@ def test_scan_unrolls_only_where_the_program_is_not_compiled_for_the_cpu():
     assert cuda.count("func.call @closed_call") == 4 + 2
     # The choice is a constant when lowered: XLA folds it, and no conditional runs.
     assert " conditional(" not in program.lower().compile().as_text()
+
+
+def test_clip_by_global_norm_is_optaxs_with_one_sum_off_the_cpu():
+    """`blocks.clipping.clip_by_global_norm`: optax's numbers, bit for bit, on the CPU, clipped
+    or not; the program lowered for a GPU sums all leaves' squares in one reduction, the one
+    lowered for the CPU leaf by leaf; the GPU's norm is the same to float tolerance."""
+    import optax
+    from canter.common.blocks.clipping import clip_by_global_norm, flat_norm
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    grads = {"w": jax.random.normal(keys[0], (5, 4)), "b": [jax.random.normal(keys[1], (4,))]}
+    grads["b"].append(jax.random.normal(keys[2], (2, 3, 2)))
+    norm = float(optax.tree.norm(grads))
+    for max_norm in (norm / 2, norm * 2):  # clipped, then left alone
+        ours, _ = clip_by_global_norm(max_norm).update(grads, optax.EmptyState())
+        theirs, _ = optax.clip_by_global_norm(max_norm).update(grads, optax.EmptyState())
+        for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(flat_norm(grads), norm, rtol=1e-6)
+
+    def clip(grads):
+        return clip_by_global_norm(1.0).update(grads, optax.EmptyState())[0]
+
+    program = jax.jit(clip).trace(grads)
+    cpu, cuda = (program.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda"))
+    assert cpu.count("stablehlo.reduce") == 3 and "stablehlo.concatenate" not in cpu
+    assert cuda.count("stablehlo.reduce") == 1 and cuda.count("stablehlo.concatenate") == 1
