@@ -65,7 +65,7 @@ ESTIMATES = {
     "test_gpu_script.py::test_the_suites_script_writes": 310,  # two rows since 2026-11-28
     "test_readme.py::test_readme_commands_run[block1-part3]": 440,
     "test_craftax.py::test_ppo_learns": 300,  # 131,072 env steps since 2026-11-28
-    "test_readme.py::test_readme_commands_run[block1-part2]": 200,
+    "test_readme.py::test_readme_commands_run[block1-part2]": 350,
     "test_physics.py::test_sac_balances": 250,
     "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 250,
     "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw": 240,
