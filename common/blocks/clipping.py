@@ -36,4 +36,4 @@ def clip_by_global_norm(max_norm: float | Float[Array, ""]) -> optax.GradientTra
 
         return jax.tree.map(clip, updates), state
 
-    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+    return optax.GradientTransformation(optax.init_empty_state, update)
