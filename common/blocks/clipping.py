@@ -13,7 +13,7 @@ The two norms are the same sum in another order: a GPU's may differ in the last 
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 
 def flat_norm(tree: PyTree) -> Float[Array, ""]:
@@ -22,7 +22,7 @@ def flat_norm(tree: PyTree) -> Float[Array, ""]:
     return jnp.sqrt(jnp.sum(jnp.square(flat)))
 
 
-def clip_by_global_norm(max_norm: float | Float[Array, ""]) -> optax.GradientTransformation:
+def clip_by_global_norm(max_norm: float | Float[ArrayLike, ""]) -> optax.GradientTransformation:
     """`optax.clip_by_global_norm(max_norm)`: updates scaled to a global norm of at most
     `max_norm`; the norm in one reduction where the program is not compiled for the CPU."""
 
