@@ -11,8 +11,9 @@ float fields are tracers there (branch on them with `jnp.where` / `lax.cond`, ne
 `if`); and every leaf of the state is an array (activations are applied in `__call__`, not
 stored), so plain `jax.grad`, `optax` and `jax.vmap` work on whole Modules without filters.
 
-The host runner (`run`: seeds, sweeps, devices, run directory, checkpoints, progress) lives in
-common/run/runner.py and the command line in common/run/cli.py; both are re-exported here.
+The host runner (`run`: seeds, sweeps, devices, run directory, checkpoints, progress; `check`:
+its checks alone) lives in common/run/runner.py and the command line in common/run/cli.py; both
+are re-exported here.
 """
 
 import dataclasses
@@ -26,10 +27,10 @@ from canter.common.blocks.loops import scan
 from canter.common.envs import evaluation_env
 from canter.common.run.batch import seed_keys
 from canter.common.run.evaluation import run_episodes
-from canter.common.run.runner import Interval, RunResult, run
+from canter.common.run.runner import Interval, RunResult, check, run
 from jaxtyping import Array, Int, PRNGKeyArray
 
-__all__ = ["Train", "when", "cli", "run", "RunResult", "Interval", "seed_keys"]
+__all__ = ["Train", "when", "cli", "run", "check", "RunResult", "Interval", "seed_keys"]
 
 Metrics = dict[str, Array]
 

@@ -54,7 +54,8 @@ def test_help_shows_every_field_with_its_docstring(repo_root):
     [
         (["--env", "CartPole-v9"], ["Unknown environment", "CartPole-v1", "Acrobot-v1"]),
         (["--env", "Pendulum-v1"], ["continuous action space", "ppo.py"]),
-        (["--num-minibatches", "3"], ["num_envs * num_steps = 512", "num_minibatches = 3"]),
+        # With --dry-run, the same refusal.
+        (["--num-minibatches", "3", "--dry-run"], ["num_envs * num_steps = 512", "= 3"]),
         (["--num-envs", "0"], ["Out of range", "num_envs = 0 (allowed: [1, inf))"]),
         (["--num-steps", "-4"], ["Out of range", "num_steps = -4 (allowed: [1, inf))"]),
         (["--num-seeds", "0"], ["Out of range", "num_seeds = 0 (allowed: [1, inf))"]),
@@ -69,6 +70,20 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path, args, needles):
         assert needle in done.stderr
     assert "compiled" not in done.stdout
     assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_checks_every_sweep_point_and_writes_nothing(repo_root, tmp_path):
+    sweep = ["--sweep", "learning_rate=1e-4,3e-4", "--num-seeds", "2"]
+    done = ppo(repo_root, *TINY, *sweep, "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ppo on CartPole-v1: 2 seed(s), 2 sweep points"
+    assert lines[1].startswith("2 evaluation(s), every 1,024 env steps of 2,048")
+    assert lines[-1] == "dry run: checked; nothing compiled or written"
+    assert list(tmp_path.iterdir()) == []  # no runs/ directory
+    # A swept value that a point's Config refuses is refused as the run would refuse it.
+    bad = ppo(repo_root, *TINY, "--sweep", "learning_rate=1e-4,-1", "--dry-run", cwd=tmp_path)
+    assert bad.returncode == 2 and "learning_rate" in bad.stderr, bad.stderr
 
 
 @pytest.mark.slow  # two CLI processes: about 20 s each

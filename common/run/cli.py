@@ -25,7 +25,7 @@ from canter.common.run.devices import use_cpu_cores
 from canter.common.run.interrupts import Interrupted
 from canter.common.run.programs import check_resume
 from canter.common.run.rundir import RunDir, config_record, new_run_dir, run_name
-from canter.common.run.runner import RunResult, run
+from canter.common.run.runner import RunResult, check, run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +55,9 @@ class RunOptions:
     debug: bool = False
     """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
     a breakpoint() in step stops with real values (common/run/debug.py)."""
+    dry_run: bool = False
+    """Check the flags, the config (every sweep point) and the env, say what would train, and
+    exit 0 without compiling or writing anything."""
     overlap: bool = True
     """Compute each interval while the host handles the previous one (same numbers); with a
     checkpoint due, callbacks or --stop-on-divergence that holds two copies of the state on
@@ -107,6 +110,11 @@ def main(
             run_debug(config, make_train, algo=algo)
             return None
         sweep = parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep
+        if options.dry_run:
+            data_parallel = options.data_parallel
+            print(check(config, make_train, algo=algo, sweep=sweep, data_parallel=data_parallel))
+            print("dry run: checked; nothing compiled or written")
+            return None
         if options.resume is not None and _finished(
             options.resume, config, make_train, algo, sweep
         ):

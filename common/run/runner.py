@@ -104,16 +104,11 @@ def run(
     fork's code wherever it lives. `overlap` computes each interval while the host handles the
     previous one (off: one after the other, as multi-host always runs); the numbers are the same.
     """
-    use_cpu_cores()
-    batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
-    # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
-    # the env has none) and builds its env; nothing is compiled yet.
-    train = [make_train(point) for point in batch.point_configs][0]
+    batch, train, host = _checked(config, make_train, sweep, data_parallel)
     out = _check_options(run_dir, resume, (checkpoint_every, checkpoint_minutes), track, stop_after)
     wait_for_processes("checked")  # every process saw the directory before process 0 claims it
     main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
     say = print if verbose and main else None
-    host = _check_host(train, data_parallel)
     record = config_record(algo, config, batch.sweep)
     if resume:
         _, saved = check_resume(out, record, make_train, batch)  # before anything compiles
@@ -121,9 +116,8 @@ def run(
     written = {**record, "source": algorithm_source(make_train)}
     programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
     wait_for_processes("compiled")  # every process compiled before the first collective
-    grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
     where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
-    _say(say, f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}, {where}")
+    _say(say, f"{_what(algo, config, batch)}, {where}")
     _say(say, _evaluations_line(config, train))
     state, eval_keys = programs.start(programs.configs, programs.keys)
     loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
@@ -152,6 +146,36 @@ def run(
         # at the collective in `finish`, which process 0 reaches after this.
         loop.writer.close()
     return loop.finish(state, stopped)
+
+
+def check(
+    config: Any,
+    make_train: Callable[[Any], Any],
+    *,
+    algo: str,
+    sweep: dict[str, list[float]] | None = None,
+    data_parallel: bool = False,
+) -> str:
+    """What `run` checks before anything compiles, and nothing else (the CLI's --dry-run):
+    every sweep point's Config and `make_train` (ranges, sizes, the env built) and what the
+    env's stepping refuses. Raises ConfigError as `run` would; returns what `run` would train."""
+    batch, train, _ = _checked(config, make_train, sweep, data_parallel)
+    return f"{_what(algo, config, batch)}\n{_evaluations_line(config, train)}"
+
+
+def _checked(config: Any, make_train: Callable, sweep: dict | None, data_parallel: bool) -> tuple:
+    """(the batch, the first point's Train, whether the env steps on the host), checked."""
+    use_cpu_cores()
+    batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
+    # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
+    # the env has none) and builds its env; nothing is compiled yet.
+    train = [make_train(point) for point in batch.point_configs][0]
+    return batch, train, _check_host(train, data_parallel)
+
+
+def _what(algo: str, config: Any, batch: Batch) -> str:
+    grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
+    return f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}"
 
 
 def _intervals(
