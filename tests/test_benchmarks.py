@@ -85,19 +85,6 @@ def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path):
     assert again["final_eval_returns"] == apart["final_eval_returns"]
 
 
-@pytest.mark.slow  # two fresh processes that compile PPO: about 20 s each
-@pytest.mark.parametrize("impl", ["canter", "random"])  # canter-pure shares random's path
-def test_speed_worker_reports_a_measurement(repo_root, impl):
-    command = [sys.executable, "benchmarks/speed_ppo.py", "--worker", impl, "2", "4", "16", "4"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=300)
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["impl"] == impl and result["num_seeds"] == 2 and result["algo"] == "ppo"
-    assert result["run_s"] > 0 and result["compile_s"] > 0 and result["peak_rss_mb"] > 0
-    assert result["steps_per_s"] == pytest.approx(2 * 4 * 4 * 16 / result["run_s"])
-    assert len(result["final_returns"]) == 2
-
-
 @pytest.mark.slow  # compiles TD3's 256-unit networks: about 25 s
 def test_speed_worker_measures_canter_updates_alone(repo_root):
     """The bound's worker: TD3 with the MuJoCo preset's networks on gymnax Pendulum-v1, 1,000
