@@ -297,6 +297,13 @@ def test_debug_cli_says_what_it_turned_on(repo_root):
         "2",
         "--num-steps",
         "4",
+        # One minibatch step per iteration: each eager op is a dispatch (16 took 100 s of CI).
+        "--update-epochs",
+        "1",
+        "--num-minibatches",
+        "1",
+        "--num-eval-envs",
+        "1",
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
