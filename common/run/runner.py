@@ -156,9 +156,10 @@ def check(
     sweep: dict[str, list[float]] | None = None,
     data_parallel: bool = False,
 ) -> str:
-    """What `run` checks before anything compiles, and nothing else (the CLI's --dry-run):
+    """`run`'s checks of the config before anything compiles, alone (the CLI's --dry-run):
     every sweep point's Config and `make_train` (ranges, sizes, the env built) and what the
-    env's stepping refuses. Raises ConfigError as `run` would; returns what `run` would train."""
+    env's stepping refuses; not the run directory's or a resume's. Raises ConfigError as `run`
+    would; returns what `run` would train."""
     batch, train, _ = _checked(config, make_train, sweep, data_parallel)
     return f"{_what(algo, config, batch)}\n{_evaluations_line(config, train)}"
 
