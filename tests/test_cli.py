@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.checks import cli_in_process
+
 TINY = ["--total-timesteps", "2048", "--eval-every", "1024", "--num-eval-envs", "2"]
 
 
@@ -60,16 +62,7 @@ def test_bad_input_fails_before_compiling(repo_root, tmp_path):
 
 
 def ppo_in_process(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    """ppo.py's command line run in this process: (exit code, stdout, stderr). The same `main`
-    as a subprocess runs, without the interpreter's start (15-20 s a case on 2 busy cores)."""
-    from canter.algorithms import ppo as ppo_file
-    from canter.algorithms import trainer
-
-    monkeypatch.setattr(sys, "argv", ["ppo.py", *args])
-    with pytest.raises(SystemExit) as exited:
-        trainer.cli(ppo_file.Config, ppo_file.make_train, ppo_file.PRESETS)
-    out = capsys.readouterr()
-    return exited.value.code, out.out, out.err
+    return cli_in_process("ppo", monkeypatch, capsys, *args)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +87,9 @@ def test_bad_flags_exit_2_with_the_reason(monkeypatch, capsys, tmp_path, args, n
     assert not (tmp_path / "r").exists()
 
 
-def test_dry_run_checks_every_sweep_point_and_writes_nothing(repo_root, tmp_path):
+def test_dry_run_checks_every_sweep_point_and_writes_nothing(
+    repo_root, tmp_path, monkeypatch, capsys
+):
     sweep = ["--sweep", "learning_rate=1e-4,3e-4", "--num-seeds", "2"]
     done = ppo(repo_root, *TINY, *sweep, "--dry-run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -104,8 +99,9 @@ def test_dry_run_checks_every_sweep_point_and_writes_nothing(repo_root, tmp_path
     assert lines[-1] == "dry run: checked; nothing compiled or written"
     assert list(tmp_path.iterdir()) == []  # no runs/ directory
     # A swept value that a point's Config refuses is refused as the run would refuse it.
-    bad = ppo(repo_root, *TINY, "--sweep", "learning_rate=1e-4,-1", "--dry-run", cwd=tmp_path)
-    assert bad.returncode == 2 and "learning_rate" in bad.stderr, bad.stderr
+    bad = ["--sweep", "learning_rate=1e-4,-1", "--dry-run"]
+    code, _, err = ppo_in_process(monkeypatch, capsys, *TINY, *bad)
+    assert code == 2 and "learning_rate" in err, err
 
 
 @pytest.mark.slow  # two CLI processes: about 20 s each
