@@ -40,6 +40,25 @@ def cli_in_process(algo: str, monkeypatch, capsys, *args: str) -> tuple[int, str
     return exited.value.code, out.out, out.err
 
 
+def assert_refused_before_compiling(
+    algo: str, args: list, needles: list, tmp_path: Path, monkeypatch, capsys, by_subprocess: bool
+) -> None:
+    """`algorithms/<algo>.py ARGS --run-dir DIR` exits 2 with every needle in its stderr and
+    writes nothing: by subprocess (the exit code end to end, no traceback) or in-process."""
+    run_dir = ["--run-dir", str(tmp_path / "run")]
+    if by_subprocess:
+        script = Path(__file__).resolve().parent.parent / "algorithms" / f"{algo}.py"
+        command = [sys.executable, str(script), *args, *run_dir]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        code, err = done.returncode, done.stderr
+        assert "Traceback" not in err
+    else:
+        code, _, err = cli_in_process(algo, monkeypatch, capsys, *args, *run_dir)
+    assert code == 2, err
+    assert all(needle in err for needle in needles), err
+    assert not (tmp_path / "run").exists()
+
+
 def kill_after_checkpoint(victim: subprocess.Popen, run_dir: Path, interval: int) -> int:
     """SIGKILL a CLI run once its checkpoint holds `interval` or more; the interval saved."""
     deadline, saved = time.time() + 600, 0

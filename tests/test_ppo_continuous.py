@@ -16,7 +16,7 @@ from canter.algorithms import trainer
 from canter.common.config import ConfigError
 from canter.common.envs import make_env
 
-from tests.checks import assert_evaluates_and_renders, cli_in_process
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
@@ -265,18 +265,11 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("args, needles", BAD_INPUT)
-def test_bad_input_fails_before_compiling(repo_root, tmp_path, monkeypatch, capsys, args, needles):
+def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, needles):
     # The first case by subprocess (exit code 2 end to end, no traceback), the rest in-process.
-    if args == BAD_INPUT[0][0]:
-        done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
-        code, err = done.returncode, done.stderr
-        assert "Traceback" not in err
-    else:
-        run_dir = ["--run-dir", str(tmp_path / "run")]
-        code, _, err = cli_in_process("ppo_continuous", monkeypatch, capsys, *args, *run_dir)
-    assert code == 2, err
-    assert all(needle in err for needle in needles), err
-    assert not (tmp_path / "run").exists()
+    by_subprocess = args == BAD_INPUT[0][0]
+    check = (tmp_path, monkeypatch, capsys, by_subprocess)
+    assert_refused_before_compiling("ppo_continuous", args, needles, *check)
 
 
 @pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
