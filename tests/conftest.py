@@ -5,11 +5,11 @@ import tempfile
 from pathlib import Path
 
 # Bytecode caches on, for this process, its xdist workers and every CLI subprocess a test starts,
-# where the environment turned them off (PYTHONDONTWRITEBYTECODE, as on this project's CI image):
-# without them each new interpreter compiles the source of every module it imports (jax, gymnax's
-# seaborn and pandas, distrax's TFP) again, 11 of the 16.6 s that a CLI refusing bad input took
-# here. With them it takes 5.4 s. They change no test's meaning: Python checks each cache
-# against its source's modification time and size.
+# where the environment turned them off (PYTHONDONTWRITEBYTECODE, as on this project's development
+# machine): without them each new interpreter compiles the source of every module it imports
+# (jax, gymnax's seaborn and pandas, distrax's TFP) again, 11 of the 16.6 s that a CLI refusing
+# bad input took here. With them it takes 5.4 s. They change no test's meaning: Python checks
+# each cache against its source's modification time and size.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
