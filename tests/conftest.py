@@ -67,37 +67,40 @@ def repo_root():
 # idle, so the slow and learning tests go to the fronts of the shares, largest first, each to
 # the share with the least estimated work; the rest keep their order (and their fixtures'
 # locality) behind them. Estimates: worker seconds measured in a whole run on 2 busy cores
-# (2026-11-28), or for the tests cut since, 1.6 times their time alone that day (a guess at
-# what sharing the two cores costs them); any other learning test counts 100 s, any other
-# slow test 30 s (most take 15-60 s). Only the order changes, never what runs, but a test that
-# leans on a cache an earlier test filled now meets other neighbours (tests/test_host.py clears
-# the env cache it needs empty).
+# (2026-11-28, 463 passed in 75 min 15 s), rounded to 5 s; any other learning test counts
+# 100 s, any other slow test 30 s (most take 15-60 s). Only the order changes, never what runs,
+# but a test that leans on a cache an earlier test filled now meets other neighbours
+# (tests/test_host.py clears the env cache it needs empty).
 ESTIMATES = {
-    "test_gpu_script.py::test_tiny_run_writes": 600,  # five of seven steps since 2026-11-28
-    "test_craftax.py::test_ppo_learns": 270,
-    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[ppo": 270,
-    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 210,
-    "test_ppo_rnn.py::test_memory_beats": 235,
-    "test_readme.py::test_readme_commands_run[block1-part0]": 235,
-    "test_host.py::test_ppo_learns_gymnasium_cartpole": 210,
-    "test_physics.py::test_sac_balances": 210,
-    "test_gpu_script.py::test_the_suites_script_writes": 200,  # one row since 2026-11-28
-    "test_ppo_continuous.py::test_pendulum_reaches_target": 180,
-    "test_jumanji.py::test_ppo_with_masks": 180,
+    "test_gpu_script.py::test_tiny_run_writes": 450,
+    "test_craftax.py::test_ppo_learns": 280,
+    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[ppo": 260,
+    "test_host.py::test_ppo_learns_gymnasium_cartpole": 245,
+    "test_physics.py::test_sac_balances": 215,
+    "test_ppo_rnn.py::test_memory_beats": 195,
+    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 190,
+    "test_ppo_continuous.py::test_pendulum_reaches_target": 190,
+    "test_gpu_script.py::test_the_suites_script_writes": 175,
     "test_physics.py::test_ppo_continuous_balances": 175,
-    "test_physics.py::test_the_speed_benchmark": 170,
-    "test_run_management.py::test_saved_on_two_devices": 165,
-    "test_readme.py::test_readme_commands_run[block1-part2]": 165,  # --dry-run lines since
-    "test_readme.py::test_readme_commands_run[block1-part3]": 160,  # 2026-11-28
-    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[sac": 155,
-    "test_craftax.py::test_the_speed_benchmark": 150,
-    "test_ppo_rnn.py::test_cartpole_reaches": 150,
-    "test_pqn.py::test_pqn_cartpole_reaches_reference_return": 140,
-    "test_sac.py::test_sac_pendulum": 140,
-    "test_td3.py::test_td3_pendulum": 130,
-    "test_atari.py::test_ppo_atari_trains": 130,
-    "test_host.py::test_sigkill_then_resume": 125,
-    "test_run_management.py::test_multihost": 120,
+    "test_physics.py::test_the_speed_benchmark": 175,
+    "test_ppo_rnn.py::test_cartpole_reaches": 175,
+    "test_sac.py::test_sac_pendulum": 165,
+    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[sac": 160,
+    "test_jumanji.py::test_ppo_with_masks": 155,
+    "test_run_management.py::test_saved_on_two_devices": 155,
+    "test_pqn.py::test_pqn_cartpole_reaches_reference_return": 150,
+    "test_readme.py::test_readme_commands_run[block1-part0]": 145,
+    "test_atari.py::test_ppo_atari_trains": 145,
+    "test_run_management.py::test_multihost": 145,
+    "test_craftax.py::test_the_speed_benchmark": 140,
+    "test_host.py::test_sigkill_then_resume": 135,
+    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[4-2": 115,
+    "test_td3.py::test_td3_pendulum": 110,
+    "test_minatar.py::test_ppo_learns_breakout_minatar": 110,
+    "test_dqn.py::test_dqn_cartpole_reaches": 100,
+    "test_readme.py::test_readme_commands_run[block1-part1]": 100,
+    "test_readme.py::test_readme_commands_run[block1-part2]": 70,
+    "test_readme.py::test_readme_commands_run[block1-part3]": 70,
 }
 
 
