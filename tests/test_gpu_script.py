@@ -63,35 +63,27 @@ def test_script_refuses_an_unknown_step_before_running_anything(repo_root):
     assert "no step 'ppo-atari'" in done.stderr and "dqn-minatar" in done.stderr
 
 
-# The steps the tiny run below leaves out, to keep CI short (about 140 s of fresh processes that
-# compile): ppo-cartpole runs speed_ppo.py's head-to-head, whose workers, `measure` and tables
-# the ppo-minatar step runs on another config, and pqn-minatar runs harness.ceiling, which the
-# dqn-minatar step runs, on PQN's MinAtar preset, which tests/test_minatar.py trains through
-# the CLI (test_workers_route_each_impl_and_count_every_seed routes both steps' workers).
-LEFT_OUT = ("ppo-cartpole", "pqn-minatar")
-
-
-@pytest.mark.slow  # about 11 fresh processes that compile: minutes on 2 cores
-def test_tiny_run_writes_the_tables_of_its_steps_on_the_cpu(repo_root, tmp_path):
-    """`gpu.sh --tiny` runs its steps at tiny sizes on whatever device JAX has and writes each
+@pytest.mark.slow  # about 15 fresh processes that compile: minutes on 2 cores
+def test_tiny_run_writes_the_tables_of_every_step_on_the_cpu(repo_root, tmp_path):
+    """`gpu.sh --tiny` runs every step at tiny sizes on whatever device JAX has (the profiles
+    are left out at tiny sizes: tests/test_benchmarks.py reads their traces) and writes each
     step's results and the summary, with a row for every work it ran."""
-    steps = ["ppo-minatar", "runner-split", "dqn-minatar", "dqn-cartpole", "runner"]
-    assert not set(steps) & set(LEFT_OUT)
     done = subprocess.run(
-        ["bash", "benchmarks/gpu.sh", "--tiny", "--out", str(tmp_path), "--only", *steps],
+        ["bash", "benchmarks/gpu.sh", "--tiny", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=repo_root,
-        timeout=900,
+        timeout=1200,
         env={**os.environ, "PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     script = (repo_root / "benchmarks" / "gpu.sh").read_text()
     every = script.split('\nsteps="')[1].split('"')[0].split()
-    assert sorted(steps + list(LEFT_OUT)) == sorted(s for s in every if "profile" not in s)
+    ran = [line.removeprefix("== ") for line in done.stderr.splitlines() if line.startswith("== ")]
+    assert [s for s in every if "profile" not in s] == [s for s in ran if ":" not in s]
     written = {p.name for p in tmp_path.iterdir()}
-    tables = ("speed_ppo-minatar", "runner_split", "speed_dqn", "speed_dqn-minatar")
-    for name in (*tables, "runner_overhead"):
+    tables = ("speed_ppo-minatar", "runner_split", "speed", "speed_dqn", "speed_dqn-minatar")
+    for name in (*tables, "speed_pqn-minatar", "runner_overhead"):
         assert {f"{name}.md", f"{name}.json"} <= written, (name, written)
     # Each worker's measurement (PPO MinAtar: 2 seeds, 64 envs x 128 steps, 2 iterations):
     # every seed's env steps per second of run time, and its final returns.
@@ -108,7 +100,8 @@ def test_tiny_run_writes_the_tables_of_its_steps_on_the_cpu(repo_root, tmp_path)
     overhead = (tmp_path / "runner_overhead.md").read_text().splitlines()
     assert any(line.startswith("| 2 | 2 |") for line in overhead), overhead
     summary = (tmp_path / "summary.md").read_text()
-    for work in ("PPO Breakout-MinAtar", "DQN CartPole-v1", "DQN MinAtar"):
+    works = ("PPO Breakout-MinAtar", "PPO CartPole-v1", "DQN CartPole-v1", "DQN MinAtar", "PQN")
+    for work in works:
         assert f"| {work}" in summary, work
     assert "skipped.txt" not in written
 
