@@ -1,11 +1,17 @@
 """Checks shared by the per-algorithm test files."""
 
+import contextlib
+import fcntl
 import importlib
+import importlib.util
 import math
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,34 +34,32 @@ def assert_evaluates_and_renders(run_dir: Path, gif: Path, entries: int) -> None
 
 def cli_in_process(algo: str, monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     """`algorithms/<algo>.py ARGS` run in the test's process: (exit code, stdout, stderr). The
-    same `main` as a subprocess runs, without an interpreter's start (15-20 s on 2 busy cores);
-    for runs that end before compiling (bad input, --dry-run)."""
+    same `main` as a subprocess runs, without an interpreter's start (5-20 s on 2 busy cores);
+    for runs that end before compiling (bad input, --dry-run, --help)."""
     from canter.algorithms import trainer
 
     module = importlib.import_module(f"canter.algorithms.{algo}")
     monkeypatch.setattr(sys, "argv", [f"{algo}.py", *args])
-    with pytest.raises(SystemExit) as exited:
+    try:  # a run that ends well returns (as --dry-run does); the others exit with their code
         trainer.cli(module.Config, module.make_train, getattr(module, "PRESETS", None))
+        code = 0
+    except SystemExit as exited:
+        code = exited.code or 0
     out = capsys.readouterr()
-    return exited.value.code, out.out, out.err
+    return code, out.out, out.err
 
 
 def assert_refused_before_compiling(
-    algo: str, args: list, needles: list, tmp_path: Path, monkeypatch, capsys, by_subprocess: bool
+    algo: str, args: list, needles: list, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    """`algorithms/<algo>.py ARGS --run-dir DIR` exits 2 with every needle in its stderr and
-    writes nothing: by subprocess (the exit code end to end, no traceback) or in-process."""
+    """`algorithms/<algo>.py ARGS --run-dir DIR`, in-process, exits 2 with every needle in its
+    stderr and writes nothing (tests/test_cli.py runs one refusal by subprocess, for the exit
+    code end to end and no traceback)."""
     run_dir = ["--run-dir", str(tmp_path / "run")]
-    if by_subprocess:
-        script = Path(__file__).resolve().parent.parent / "algorithms" / f"{algo}.py"
-        command = [sys.executable, str(script), *args, *run_dir]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        code, err = done.returncode, done.stderr
-        assert "Traceback" not in err
-    else:
-        code, _, err = cli_in_process(algo, monkeypatch, capsys, *args, *run_dir)
+    code, out, err = cli_in_process(algo, monkeypatch, capsys, *args, *run_dir)
     assert code == 2, err
     assert all(needle in err for needle in needles), err
+    assert "compiled" not in out
     assert not (tmp_path / "run").exists()
 
 
@@ -70,5 +74,54 @@ def kill_after_checkpoint(victim: subprocess.Popen, run_dir: Path, interval: int
         time.sleep(0.02)
     assert victim.poll() is None, "the run finished before it could be killed"
     victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    victim.wait(timeout=60)
     return saved
+
+
+def needs(module: str, extra: str) -> pytest.MarkDecorator:
+    """Skip the test where `module` is not installed, naming the extra that installs it."""
+    missing = importlib.util.find_spec(module) is None
+    return pytest.mark.skipif(missing, reason=f"the {extra} extra: pip install -e '.[{extra}]'")
+
+
+def two_processes(repo_root: Path, script: str, *args: str, attempts: int = 3) -> list[str]:
+    """Run `python -c script PORT PROCESS_ID *args` as processes 0 and 1 of a two-process JAX
+    run on a free localhost port; each one's stdout. The port is free when chosen but may be
+    taken before the coordinator binds it: that failure alone is retried on a new port."""
+    for attempt in range(attempts):
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            port = probe.getsockname()[1]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(port), str(i), *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=repo_root,
+            )
+            for i in range(2)
+        ]
+        outputs = [worker.communicate(timeout=600) for worker in workers]
+        errors = " ".join(err for _, err in outputs).lower()
+        taken = "address already in use" in errors or "failed to add port" in errors
+        if taken and attempt + 1 < attempts:
+            continue
+        codes = [worker.returncode for worker in workers]
+        assert codes == [0, 0], "\n".join(
+            f"process {i}: {err[-2000:]}" for i, (_, err) in enumerate(outputs)
+        )
+        return [out for out, _ in outputs]
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def algorithms_folder(exclusive: bool = False) -> Iterator[None]:
+    """A lock on algorithms/ across the test session's processes: shared by tests that read
+    every file there, exclusive for a test that adds a file and removes it (tests/test_fork.py)."""
+    with open(Path(tempfile.gettempdir()) / "canter-tests-algorithms.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -59,48 +59,76 @@ def repo_root():
     return Path(__file__).resolve().parent.parent
 
 
-# --- order: the longest tests first, on every xdist worker
+# --- order: the costliest files first
 #
-# CI runs the whole suite in one session on two cores, with xdist's `worksteal` scheduling: each
-# worker gets a contiguous share of the collection and, when done, takes half of another's queue
-# from its end. A worker that meets a ten-minute test near the end of its share leaves the other
-# idle, so the slow and learning tests go to the fronts of the shares, largest first, each to
-# the share with the least estimated work; the rest keep their order (and their fixtures'
-# locality) behind them. Estimates: worker seconds measured in a whole run on 2 busy cores
-# (2026-11-28, 463 passed in 75 min 15 s), rounded to 5 s; any other learning test counts
-# 100 s, any other slow test 30 s (most take 15-60 s). Only the order changes, never what runs,
-# but a test that leans on a cache an earlier test filled now meets other neighbours
-# (tests/test_host.py clears the env cache it needs empty).
+# The tiers run on one pytest-xdist worker per core with `--dist loadfile` (pyproject.toml): a
+# file's tests stay on one worker, so a module's fixture (a compiled vmapped run, say) is
+# computed once, not once per worker, and its programs are compiled once. Files go to the
+# workers in collection order, each to the first that is free: the longest first, so that no
+# worker ends alone on a long file (longest-processing-time-first). A file's cost is the sum of
+# its tests' estimates: worker seconds measured in whole runs of each tier on 2 busy cores
+# (2026-11-29), rounded to 5 s, for the tests of 30 s or more; any other learning test counts
+# 100 s, any other slow test 20 s, a default-tier test 2 s. Only the order changes, never what
+# runs; tests keep their order within a file.
 ESTIMATES = {
-    "test_gpu_script.py::test_tiny_run_writes": 500,  # every step since: 411 s alone
     "test_craftax.py::test_ppo_learns": 280,
-    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[ppo": 260,
-    "test_host.py::test_ppo_learns_gymnasium_cartpole": 245,
-    "test_physics.py::test_sac_balances": 215,
+    "test_gpu_script.py::test_tiny_run": 250,
+    "test_physics.py::test_the_speed_benchmark": 200,
     "test_ppo_rnn.py::test_memory_beats": 195,
-    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[2-1": 190,
     "test_ppo_continuous.py::test_pendulum_reaches_target": 190,
-    "test_gpu_script.py::test_the_suites_script_writes": 175,
-    "test_physics.py::test_ppo_continuous_balances": 175,
-    "test_physics.py::test_the_speed_benchmark": 175,
+    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device": 175,
     "test_ppo_rnn.py::test_cartpole_reaches": 175,
+    "test_physics.py::test_ppo_continuous_balances": 175,
     "test_sac.py::test_sac_pendulum": 165,
-    "test_physics.py::test_the_continuous_algorithms_train_resume_and_draw_on_playground[sac": 160,
+    "test_physics.py::test_sac_trains_resumes_and_draws": 155,
     "test_jumanji.py::test_ppo_with_masks": 155,
-    "test_run_management.py::test_saved_on_two_devices": 155,
     "test_pqn.py::test_pqn_cartpole_reaches_reference_return": 150,
-    "test_readme.py::test_readme_commands_run[block1-part0]": 145,
-    "test_atari.py::test_ppo_atari_trains": 145,
-    "test_run_management.py::test_multihost": 145,
-    "test_craftax.py::test_the_speed_benchmark": 140,
-    "test_host.py::test_sigkill_then_resume": 135,
-    "test_data_parallel.py::test_one_seed_split_over_devices_equals_one_device[4-2": 115,
+    "test_run_management.py::test_saved_on_two_devices": 145,
+    "test_readme.py::test_readme_commands_run[block1-part0]": 140,
+    "test_run_management.py::test_multihost": 120,
+    "test_atari.py::test_ppo_atari_trains": 115,
     "test_td3.py::test_td3_pendulum": 110,
     "test_minatar.py::test_ppo_learns_breakout_minatar": 110,
     "test_dqn.py::test_dqn_cartpole_reaches": 100,
-    "test_readme.py::test_readme_commands_run[block1-part1]": 100,
-    "test_readme.py::test_readme_commands_run[block1-part2]": 70,
-    "test_readme.py::test_readme_commands_run[block1-part3]": 70,
+    "test_learning.py::test_ppo_cartpole": 100,
+    "test_data_parallel.py::test_data_parallel_across_two_processes": 85,
+    "test_readme.py::test_readme_python_snippet_runs": 75,
+    "test_host.py::test_mujoco_halfcheetah": 70,
+    "test_craftax.py::test_the_speed_benchmark": 70,
+    "test_host.py::test_a_mujoco_gif": 65,
+    "test_robustness.py::test_debug_cli": 60,
+    "test_run_management.py::test_train_longer": 60,
+    "test_craftax.py::test_refill_gives_a_new_spare": 55,
+    "test_minatar.py::test_cnn_variant_runs_vmapped": 55,
+    "test_fork.py::test_a_fork_inside": 55,
+    "test_ppo_rnn.py::test_cli_smoke_run": 55,
+    "test_run_management.py::test_sigkill_then_resume": 50,
+    "test_run_management.py::test_resumed_on_the_device_count": 50,
+    "test_minatar.py::test_cli_minatar_preset": 50,
+    "test_robustness.py::test_debug_runs_eagerly": 45,
+    "test_robustness.py::test_a_second_signal": 45,
+    "test_robustness.py::test_a_signal_checkpoints": 50,
+    "test_ppo_continuous.py::test_cli_smoke_run": 45,
+    "test_host.py::test_sac_on_a_box": 45,
+    "test_cli.py::test_two_processes_started_together": 40,
+    "test_td3.py::test_cli_smoke_run": 40,
+    "test_physics.py::test_spaces_and_a_gymnax_step[playground": 40,
+    "test_robustness.py::test_a_diverged_sweep_point": 40,
+    "test_dqn.py::test_cli_smoke_run": 35,
+    "test_ppo_rnn.py::test_memory_probe": 35,
+    "test_ppo_continuous.py::test_preset_sets_defaults": 35,
+    "test_physics.py::test_every_env_of_a_batch": 35,
+    "test_sac.py::test_cli_smoke_run": 35,
+    "test_pqn.py::test_cli_smoke_run": 35,
+    "test_run_management.py::test_sweep_compiles_once": 35,
+    "test_benchmarks.py::test_speed_worker_measures": 35,
+    "test_host.py::test_ppo_runs_vmapped_seeds": 35,
+    "test_cli.py::test_smoke_run": 35,
+    "test_ppo_rnn.py::test_every_state_leaf": 30,
+    "test_sac.py::test_every_leaf": 25,
+    "test_td3.py::test_every_leaf": 25,
+    "test_pqn.py::test_every_leaf": 25,
+    "test_invariants.py::test_every_state_leaf": 25,
 }
 
 
@@ -110,30 +138,13 @@ def estimate(item: pytest.Item) -> float:
     if known:
         return known[0]
     marks = {m.name for m in item.iter_markers()}
-    return 100 if "learning" in marks else 30 if "slow" in marks else 0
+    return 100 if "learning" in marks else 20 if "slow" in marks else 2
 
 
-@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselect: the shares are of what runs
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselect: the costs are of what runs
 def pytest_collection_modifyitems(config, items):
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers < 2:
-        return
-    # The shares' sizes, as worksteal cuts them: each idle worker gets pending // workers left.
-    sizes, left = [], len(items)
-    for i in range(workers):
-        sizes.append(left // (workers - i))
-        left -= sizes[-1]
-    heavy = sorted((i for i in items if estimate(i) > 0), key=estimate, reverse=True)
-    fronts, work = [[] for _ in sizes], [0.0] * workers
-    for item in heavy:
-        open_shares = [w for w in range(workers) if len(fronts[w]) < sizes[w]]
-        share = min(open_shares, key=lambda w: work[w])
-        fronts[share].append(item)
-        work[share] += estimate(item)
-    chosen = {id(i) for i in heavy}
-    rest = iter([i for i in items if id(i) not in chosen])
-    items[:] = [
-        item
-        for front, size in zip(fronts, sizes, strict=True)
-        for item in front + [next(rest) for _ in range(size - len(front))]
-    ]
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0) + estimate(item)
+    # sorted() is stable: a file's tests keep their order.
+    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])

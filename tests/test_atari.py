@@ -75,6 +75,7 @@ def reference(key_words: np.ndarray, actions: np.ndarray) -> dict:
     return {k: np.asarray(v) for k, v in rows.items()}
 
 
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_preprocessed_atari_steps_equal_gymnasium_across_lives_and_games():
     env, params = make_env(GAME)
     host = env.unwrapped
@@ -100,6 +101,7 @@ def test_preprocessed_atari_steps_equal_gymnasium_across_lives_and_games():
     assert games >= 1 and lives >= 5 * games, (games, lives)  # the walk crossed both kinds
 
 
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_training_sees_lives_as_episodes_and_clipped_rewards_while_stats_and_eval_do_not():
     env, params = make_env(GAME)
     evaluation = env.evaluation_env  # the env below the training-only wrapper
@@ -141,6 +143,7 @@ def test_ppo_atari_refuses_what_its_network_cannot_take():
 @pytest.mark.slow
 def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     config = ppo_atari.Config(
+        env=GAME,  # the default, named: the README's Atari command runs dry on this test's word
         num_seeds=2,
         num_envs=2,
         num_steps=16,
@@ -175,6 +178,7 @@ def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     assert gif.read_bytes().startswith(b"GIF8")
 
 
+@pytest.mark.slow  # the 84x84 CNN compiles: about 10 s
 def test_nature_cnn_shapes_and_init():
     model = eqx.filter_jit(ppo_atari.AtariActorCritic, donate="none")(4, 6, jax.random.key(0))
     logits, value = eqx.filter_jit(lambda m, x: m(x))(model, jnp.full((84, 84, 4), 255.0))

@@ -1,4 +1,5 @@
-"""The command line, by subprocess: a tiny run, and bad input failing cleanly before compiling."""
+"""The command line: a tiny run and one refusal by subprocess (the slow tier), the rest of the
+flags, refusals and --dry-run through the CLI's `main` in the test's process."""
 
 import json
 import os
@@ -17,6 +18,7 @@ def ppo(repo_root, *args, cwd=None):
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow  # a CLI process that compiles and trains
 def test_smoke_run_writes_the_run_directory(repo_root, tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--num-seeds", "2", "--seed", "3", "--lr", "1e-3"]  # --lr: learning_rate's alias
@@ -42,16 +44,18 @@ def test_smoke_run_writes_the_run_directory(repo_root, tmp_path, monkeypatch, ca
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-def test_help_shows_every_field_with_its_docstring(repo_root):
-    done = ppo(repo_root, "--help")
-    assert done.returncode == 0
+def test_help_shows_every_field_with_its_docstring(monkeypatch, capsys):
+    code, out, _ = ppo_in_process(monkeypatch, capsys, "--help")
+    assert code == 0
     for flag in ("--env", "--num-seeds", "--gae-lambda", "--clip-coef", "--run-dir"):
-        assert flag in done.stdout
-    assert "Surrogate clipping coefficient" in done.stdout
+        assert flag in out
+    assert "Surrogate clipping coefficient" in out
 
 
+@pytest.mark.slow  # a fresh interpreter: 5-15 s on 2 busy cores
 def test_bad_input_fails_before_compiling(repo_root, tmp_path):
-    # By subprocess once: exit code 2, the message, no traceback, nothing written.
+    # By subprocess once, for every algorithm file (they all refuse through trainer.cli; the
+    # other refusals run in-process): exit code 2, the message, no traceback, nothing written.
     done = ppo(repo_root, "--env", "CartPole-v9", "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
@@ -91,9 +95,10 @@ def test_dry_run_checks_every_sweep_point_and_writes_nothing(
     repo_root, tmp_path, monkeypatch, capsys
 ):
     sweep = ["--sweep", "learning_rate=1e-4,3e-4", "--num-seeds", "2"]
-    done = ppo(repo_root, *TINY, *sweep, "--dry-run", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = ppo_in_process(monkeypatch, capsys, *TINY, *sweep, "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
     assert lines[0] == "ppo on CartPole-v1: 2 seed(s), 2 sweep points"
     assert lines[1].startswith("2 evaluation(s), every 1,024 env steps of 2,048")
     assert lines[-1] == "dry run: checked; nothing compiled or written"

@@ -5,12 +5,13 @@ core, which a CI machine may not have two of), as test_run_management does for d
 """
 
 import json
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.checks import two_processes
 
 DEVICES_SCRIPT = """
 import json, sys
@@ -86,13 +87,12 @@ def assert_same_metrics(a: dict, b: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "devices, seeds, algos",
-    # Each kind of state splits its envs over 2 devices: feed-forward and recurrent on-policy,
-    # and off-policy with a replay buffer (dqn, sac). pqn.py is left out to save CI
-    # about a minute: its minibatch loop splits through the same shard_minibatch line as the
-    # PPO files, and ppo checks that. The seed axis beside the data axis is the runner's
-    # sharding, the same for every algorithm, so one on-policy and one off-policy algorithm
-    # check it (each algorithm is two runs and a compile: minutes on 2 cores).
-    [(2, 1, "ppo,ppo_rnn,dqn,sac"), (4, 2, "ppo,dqn")],
+    # One run holds both mesh axes: 2 seeds, each split over 2 of 4 devices. Each kind of state
+    # splits its envs: recurrent on-policy, and off-policy with a replay buffer (dqn, sac).
+    # ppo.py and pqn.py split their minibatches through the same shard_minibatch line as
+    # ppo_rnn.py, and ppo splits across two processes in the test below (each algorithm here
+    # is two runs and a compile: about a minute on 2 cores).
+    [(4, 2, "ppo_rnn,dqn,sac")],
 )
 def test_one_seed_split_over_devices_equals_one_device(repo_root, devices, seeds, algos):
     results = on_devices(repo_root, devices, seeds, algos)
@@ -124,23 +124,8 @@ print(json.dumps({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics
 
 @pytest.mark.slow
 def test_data_parallel_across_two_processes_equals_one_device(repo_root):
-    with socket.socket() as probe:  # a free port for the coordinator
-        probe.bind(("localhost", 0))
-        port = probe.getsockname()[1]
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", MULTIHOST_SCRIPT, str(port), str(i)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=repo_root,
-        )
-        for i in range(2)
-    ]
-    outputs = [worker.communicate(timeout=600) for worker in workers]
-    for worker, (_, err) in zip(workers, outputs, strict=True):
-        assert worker.returncode == 0, err[-3000:]
-    split = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    outputs = two_processes(repo_root, MULTIHOST_SCRIPT)
+    split = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     one = on_devices(repo_root, 1, 1, "ppo")["ppo"]["one"]
     for process in split:  # both processes report the whole run
         assert_same_metrics(one, process)

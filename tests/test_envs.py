@@ -116,6 +116,7 @@ def test_the_house_list_names_each_files_action_space():
 
 
 @pytest.mark.parametrize("name", [n for n in env_names() if not n.startswith("Probe")])
+@pytest.mark.slow  # 31 envs, 1-5 s each
 def test_every_listed_env_traces_under_the_runner(name):
     # What the runner traces: start and one interval, vmapped over seeds, with float fields as
     # tracers (FourRooms-misc and MetaMaze-misc once died here building their env under trace).

@@ -11,19 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.checks import kill_after_checkpoint
+from tests.checks import algorithms_folder, kill_after_checkpoint
 from tests.test_copies import copy_problems, unmarked_copies
 
-# 40 iterations of 4 envs x 16 steps, evaluated every 4: long enough to kill after a checkpoint.
-TINY = ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1"]
-TINY += [
-    "--total-timesteps",
-    str(4 * 16 * 40),
-    "--eval-every",
-    str(4 * 16 * 4),
-    "--num-eval-envs",
-    "2",
-]
+SIZES = ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1"]
+SIZES += ["--eval-every", str(4 * 16 * 4), "--num-eval-envs", "2"]
+# 400 iterations, evaluated every 4: 100 intervals, seconds of training, so that the kill lands
+# after the second checkpoint and long before the run's end (at 40 iterations the whole run took
+# 0.4-0.6 s and the kill had 0.3 s to land).
+TINY = [*SIZES, "--total-timesteps", str(4 * 16 * 400)]
+# 40 iterations: the project's fork trains whole.
+SHORT = [*SIZES, "--total-timesteps", str(4 * 16 * 40)]
 
 
 def start(script: Path, cwd: Path, *args: str) -> subprocess.Popen:
@@ -55,18 +53,25 @@ def evaluate(cwd: Path, run_dir: Path, *args: str) -> subprocess.CompletedProces
 def test_a_fork_inside_the_repository_trains_resumes_evaluates(repo_root, tmp_path):
     name = f"my_ppo_{uuid.uuid4().hex[:8]}"
     fork = repo_root / "algorithms" / f"{name}.py"
-    shutil.copy(repo_root / "algorithms" / "ppo.py", fork)
-    try:
-        record = train_kill_resume(fork, tmp_path, tmp_path / "run")
-        assert record["algo"] == name
-        assert record["source"] == {"file": str(fork), "module": f"canter.algorithms.{name}"}
-        done = evaluate(tmp_path, tmp_path / "run", "--episodes", "2")
-        assert done.returncode == 0 and "mean over entries" in done.stdout, done.stderr[-3000:]
-        # The house's checks with the fork beside the house files: still green.
-        assert not copy_problems(repo_root)[1]
-        assert not unmarked_copies(repo_root)
-    finally:
-        fork.unlink(missing_ok=True)
+    # The fork sits in algorithms/ for the test's length only: the tests that read every file
+    # there wait for it (tests/checks.py, algorithms_folder).
+    with algorithms_folder(exclusive=True):
+        shutil.copy(repo_root / "algorithms" / "ppo.py", fork)
+        try:
+            check_the_fork_in_the_repository(repo_root, tmp_path, name, fork)
+        finally:
+            fork.unlink(missing_ok=True)
+
+
+def check_the_fork_in_the_repository(repo_root, tmp_path, name, fork):
+    record = train_kill_resume(fork, tmp_path, tmp_path / "run")
+    assert record["algo"] == name
+    assert record["source"] == {"file": str(fork), "module": f"canter.algorithms.{name}"}
+    done = evaluate(tmp_path, tmp_path / "run", "--episodes", "2")
+    assert done.returncode == 0 and "mean over entries" in done.stdout, done.stderr[-3000:]
+    # The house's checks with the fork beside the house files: still green.
+    assert not copy_problems(repo_root)[1]
+    assert not unmarked_copies(repo_root)
 
 
 @pytest.mark.slow
@@ -83,7 +88,11 @@ def test_a_fork_in_a_project_with_its_own_common_package(repo_root, tmp_path):
     fork_text = source.replace(anchor, own + anchor) + "\nassert common.OWN == 'the project'\n"
     fork = project / "my_ppo.py"
     fork.write_text(fork_text)
-    record = train_kill_resume(fork, project, tmp_path / "run")
+    # Trained whole: the kill and resume of a fork are the test above's (the same runner path).
+    run_dir = tmp_path / "run"
+    out = finish(start(fork, project, *SHORT, "--run-dir", str(run_dir)))
+    assert "done: return" in out
+    record = json.loads((run_dir / "config.json").read_text())
     assert record["source"] == {"file": str(fork), "module": None}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -5,7 +5,6 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import jumanji as jumanji_package
 import numpy as np
 import pytest
 from canter.algorithms import ppo, trainer
@@ -14,6 +13,10 @@ from canter.common.config import ConfigError
 from canter.common.envs import base_state, jumanji, make_env, registry
 from canter.common.run.evaluation import run_episodes
 
+from tests.checks import needs
+
+NEEDS_JUMANJI = needs("jumanji", "jumanji")
+
 KNAPSACK, MAZE = "jumanji:Knapsack-v1", "jumanji:Maze-v0"
 ITEMS = 50  # Knapsack-v1's items: observation = weights, values, packed (50 each)
 
@@ -21,6 +24,8 @@ ITEMS = 50  # Knapsack-v1's items: observation = weights, values, packed (50 eac
 @pytest.mark.parametrize(
     "name, obs_size, actions, max_steps", [(KNAPSACK, 150, 50, 1000), (MAZE, 105, 4, 100)]
 )
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_spaces_and_a_gymnax_step(name, obs_size, actions, max_steps):
     env, params = make_env(name, action="discrete")
     assert env.name == name
@@ -38,6 +43,8 @@ def test_spaces_and_a_gymnax_step(name, obs_size, actions, max_steps):
     assert int(base_state(state).time) == 1
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_observations_are_the_fields_but_the_mask_in_order():
     env, params = make_env(KNAPSACK)
     obs, state = env.reset(jax.random.key(2), params)
@@ -58,6 +65,8 @@ def test_observations_are_the_fields_but_the_mask_in_order():
     assert float(obs[104]) == 1.0 and int(base_state(state).inner.step_count) == 1
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_an_invalid_knapsack_item_terminates_and_the_next_episode_starts():
     env, params = make_env(KNAPSACK)
     obs, state = env.reset(jax.random.key(5), params)
@@ -85,6 +94,8 @@ def test_an_invalid_knapsack_item_terminates_and_the_next_episode_starts():
     assert float(state.returned_length) == 2  # episode statistics see the end
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_the_cut_for_envs_without_a_time_limit_is_a_truncation():
     env, params = make_env(KNAPSACK)
     cut = jumanji.JumanjiParams(max_steps_in_episode=2)
@@ -98,10 +109,14 @@ def test_the_cut_for_envs_without_a_time_limit_is_a_truncation():
     assert int(base_state(state).time) == 0
     # The Game2048 kind of env (no `time_limit` of its own) gets the 1,000-step default.
     assert jumanji.DEFAULT_MAX_STEPS == 1000
+    import jumanji as jumanji_package
+
     assert not hasattr(jumanji_package.make("Game2048-v1"), "time_limit")
     assert make_env("jumanji:Game2048-v1")[1].max_steps_in_episode == 1000
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_maze_calls_its_time_limit_a_termination_and_canter_follows():
     env, params = make_env(MAZE)
     obs, state = env.reset(jax.random.key(10), params)
@@ -124,6 +139,8 @@ def test_maze_calls_its_time_limit_a_termination_and_canter_follows():
     assert float(next_count[-1]) == 0.0  # the next episode's first observation
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_action_mask_is_jumanjis_mask_of_the_state():
     env, params = make_env(MAZE)
     bare = env.unwrapped.jumanji
@@ -142,6 +159,8 @@ def test_action_mask_is_jumanjis_mask_of_the_state():
     assert seen_blocked  # walls: the masks were not all true
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_step_jits_and_vmaps_over_envs():
     env, params = make_env(KNAPSACK)
     num_envs = 8
@@ -198,7 +217,10 @@ def test_without_the_extra_the_refusal_names_the_install_line(without_jumanji):
         make_env(KNAPSACK)
 
 
+@NEEDS_JUMANJI
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_every_jumanji_id_is_accepted_or_refused_by_its_action_space():
+    import jumanji as jumanji_package
     from jumanji import specs
 
     registered = set(jumanji_package.registered_environments())
@@ -209,6 +231,7 @@ def test_every_jumanji_id_is_accepted_or_refused_by_its_action_space():
         assert not isinstance(jumanji_package.make(task).action_spec, specs.DiscreteArray), task
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_registry_lists_jumanji_and_imports_it_only_to_build_an_env(repo_root):
     with pytest.raises(
         ConfigError, match=r"jumanji:Knapsack-v1, .* \(pip install -e \"\.\[jumanji\]\"\)"
@@ -264,6 +287,7 @@ def random_valid_return(episodes: int) -> float:
 
 
 @pytest.mark.learning
+@NEEDS_JUMANJI
 def test_ppo_with_masks_beats_random_valid_items_on_knapsack():
     assert random_valid_return(1000) == pytest.approx(RANDOM_VALID_RETURN, abs=0.15)
     config = ppo.Config(**KNAPSACK_PPO)

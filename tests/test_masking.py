@@ -150,7 +150,17 @@ PROBE_CONFIGS = {
 MODULES = {"ppo": ppo, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn}
 
 
-@pytest.mark.parametrize("algo", sorted(PROBE_CONFIGS))
+# ppo and dqn in the default tier; the recurrent and PQN programs (7-15 s each) in the slow one.
+SLOW_ALGOS = {"ppo_rnn", "pqn"}
+
+
+@pytest.mark.parametrize(
+    "algo",
+    [
+        pytest.param(a, marks=pytest.mark.slow) if a in SLOW_ALGOS else a
+        for a in sorted(PROBE_CONFIGS)
+    ],
+)
 def test_no_algorithm_takes_a_masked_action_though_it_pays_most(algo):
     config = PROBE_CONFIGS[algo]
     state, metrics = jax.jit(MODULES[algo].make_train(config))(jax.random.key(0))
@@ -159,7 +169,10 @@ def test_no_algorithm_takes_a_masked_action_though_it_pays_most(algo):
     # Every training episode takes one action: a mean above 1 means action 2 was taken.
     assert np.nanmax(train_returns) <= 1.0, train_returns
     assert eval_returns[-1] == 1.0, eval_returns  # greedy: the best valid action
-    assert np.nanmean(train_returns[1:]) > 0.5  # it learned to prefer action 1 over action 0
+    # It learned to prefer action 1 over action 0: a uniformly random valid action returns 0.5.
+    # The last interval's training return, seeds 0-2 (2026-11-29): dqn 0.97-0.98, ppo 1.0,
+    # ppo_rnn 0.99-1.0, pqn 0.88-0.91 (its epsilon-greedy exploration stays on).
+    assert train_returns[-1] >= 0.8, train_returns
     if algo == "dqn":
         stored = np.asarray(state.buffer.data.action)[: int(state.buffer.size)]
         assert stored.size > 0 and not np.any(stored == 2)

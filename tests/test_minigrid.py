@@ -10,6 +10,10 @@ import pytest
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, make_env, minigrid, registry, vector_mask, vector_step
 
+from tests.checks import needs
+
+NEEDS_XMINIGRID = needs("xminigrid", "xminigrid")
+
 FORWARD, RIGHT, LEFT = 0, 1, 2
 TILES, COLOURS = 13, 12
 GOAL, WALL, FLOOR = 6, 2, 1
@@ -36,6 +40,8 @@ def play(env, params, actions, seed=0):
 @pytest.mark.parametrize(
     "task, limit", [("MiniGrid-Empty-6x6", 144), ("MiniGrid-DoorKey-5x5", 250)]
 )
+@NEEDS_XMINIGRID
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_tasks_have_one_hot_views_six_actions_and_a_gymnax_step(task, limit):
     env, params = make_env(minigrid.PREFIX + task, action="discrete")
     assert env.name == minigrid.PREFIX + task
@@ -60,6 +66,8 @@ def test_tasks_have_one_hot_views_six_actions_and_a_gymnax_step(task, limit):
     assert obs.shape == (7, 7, TILES + COLOURS) and obs.dtype == jnp.float32
 
 
+@NEEDS_XMINIGRID
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_the_view_is_xminigrids_tile_and_colour_ids_one_hot():
     import xminigrid
 
@@ -78,6 +86,8 @@ def test_the_view_is_xminigrids_tile_and_colour_ids_one_hot():
     assert {WALL, FLOOR} <= set(raw[..., 0].ravel())  # the 5x5 room is in view
 
 
+@NEEDS_XMINIGRID
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_reaching_the_goal_terminates_and_the_next_episode_starts_at_once():
     env, params = make_env("xminigrid:MiniGrid-Empty-5x5", image=True)
     assert params.max_steps_in_episode == 100
@@ -97,6 +107,8 @@ def test_reaching_the_goal_terminates_and_the_next_episode_starts_at_once():
     assert float(state.returned_return) == pytest.approx(0.955)
 
 
+@NEEDS_XMINIGRID
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_the_step_limit_is_a_truncation_and_the_goal_on_its_last_step_a_termination():
     env, params = make_env("xminigrid:MiniGrid-Empty-5x5", image=True)
     short = with_limit(params, 3)
@@ -114,6 +126,8 @@ def test_the_step_limit_is_a_truncation_and_the_goal_on_its_last_step_a_terminat
     assert bool(terminated) and not bool(truncated) and float(reward) == pytest.approx(0.1)
 
 
+@NEEDS_XMINIGRID
+@pytest.mark.slow  # the suite's adapter end to end: its programs compile
 def test_the_task_list_is_xminigrids_minigrid_list_and_every_task_builds():
     import xminigrid
 
@@ -128,6 +142,7 @@ def test_the_task_list_is_xminigrids_minigrid_list_and_every_task_builds():
 
 
 @pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
+@NEEDS_XMINIGRID
 def test_a_jitted_vmapped_batch_truncates_at_the_limit_and_terminates_only_with_a_reward():
     env, params = make_env("xminigrid:MiniGrid-DoorKey-5x5")
     num_envs, limit = 8, params.max_steps_in_episode
@@ -158,13 +173,17 @@ def test_a_jitted_vmapped_batch_truncates_at_the_limit_and_terminates_only_with_
     assert not (terminated & truncated).any()
 
 
-def test_xland_tasks_unknown_tasks_and_a_missing_package_are_refused(monkeypatch):
+def test_xland_and_unknown_tasks_are_refused():
     with pytest.raises(ConfigError, match="load_benchmark downloads"):
         make_env("xminigrid:XLand-MiniGrid-R1-9x9")
     with pytest.raises(ConfigError, match=r"Unknown MiniGrid task .*xminigrid:MiniGrid-Doo"):
         make_env("xminigrid:MiniGrid-DoorKey-7x7")
     with pytest.raises(ConfigError, match=r"xminigrid:MiniGrid-DoorKey-5x5 \(pip install"):
         make_env("MiniGrid-DoorKey-5x5")  # without the prefix
+
+
+@NEEDS_XMINIGRID
+def test_a_missing_package_is_refused_naming_the_extra_and_builds_once_back(monkeypatch):
     monkeypatch.setitem(sys.modules, "xminigrid", None)
     registry._build.cache_clear()
     try:

@@ -12,6 +12,10 @@ import pytest
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, make_env, physics, registry, vector_step
 
+from tests.checks import needs
+
+NEEDS_PLAYGROUND = needs("mujoco_playground", "playground")
+
 CARTPOLE, HOPPER = "playground:CartpoleBalance", "brax:hopper"
 
 
@@ -128,6 +132,8 @@ def test_refusals_name_the_accepted_envs_and_the_install_lines(without_suites):
         make_env("CheetahRun")
 
 
+@NEEDS_PLAYGROUND
+@pytest.mark.slow  # imports Playground: 5 s
 def test_playgrounds_envs_that_download_are_refused_before_any_download():
     from mujoco_playground import locomotion
 
@@ -136,6 +142,8 @@ def test_playgrounds_envs_that_download_are_refused_before_any_download():
         make_env(f"playground:{task}")
 
 
+@NEEDS_PLAYGROUND
+@pytest.mark.slow  # imports Playground: 5 s
 def test_the_task_list_is_playgrounds_dm_control_suite():
     from mujoco_playground import dm_control_suite
 
@@ -148,6 +156,7 @@ def test_the_task_list_is_playgrounds_dm_control_suite():
     assert "brax:hopper" in str(refusal.value)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_registry_imports_the_suites_only_to_build_their_envs(repo_root):
     # (An unknown `playground:` name imports Playground, to say whether it is one of the envs
     # that download.)
@@ -183,59 +192,50 @@ def test_a_physics_state_survives_a_checkpoint(tmp_path):
         assert all(jax.tree.leaves(same)), name
 
 
-# The continuous algorithms, end to end on a Playground task: a short run stopped after its first
-# interval and resumed, and (for one of them) a GIF, or where MuJoCo has no OpenGL a one-line
-# refusal. One on-policy and one off-policy file: td3 keeps its state as sac does (a replay
-# buffer beside the env states), and trains on Brax's hopper in the suites-script test
-# (tests/test_gpu_script.py), so a third MJX compile here (about two minutes) adds no check.
-TINY = {
-    "ppo_continuous": dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1),
-    "sac": dict(num_envs=4, batch_size=16, buffer_size=256, learning_starts=32),
-}
+# A continuous algorithm end to end on a Playground task: a short run stopped after its first
+# interval and resumed, and a GIF of it drawn offscreen. SAC: its state holds a replay buffer
+# beside the env states, the larger of the two kinds (ppo_continuous trains on MJX in the learning
+# test below); resuming and drawing do not depend on the algorithm (evaluate.py draws every one
+# alike), so a second MJX compile here (about a minute) would add no check.
+TINY_SAC = dict(num_envs=4, batch_size=16, buffer_size=256, learning_starts=32)
 
 
-@pytest.mark.slow  # an MJX program compiles per algorithm: about a minute each on 2 cores
-@pytest.mark.parametrize("algo", sorted(TINY))
-def test_the_continuous_algorithms_train_resume_and_draw_on_playground(algo, repo_root, tmp_path):
-    import importlib
+@pytest.mark.slow  # an MJX program compiles: about a minute on 2 cores
+def test_sac_trains_resumes_and_draws_on_playground(repo_root, tmp_path):
     import os
 
-    from canter.algorithms import trainer
+    from canter.algorithms import sac, trainer
 
-    module = importlib.import_module(f"canter.algorithms.{algo}")
-    config = module.Config(
+    config = sac.Config(
         env=CARTPOLE,
         num_seeds=2,
         total_timesteps=128,
         eval_every=64,
         num_eval_envs=2,
         hidden_size=16,
-        **TINY[algo],
+        **TINY_SAC,
     )
     stop = lambda interval: interval.index == 0  # noqa: E731
-    run = dict(algo=algo, run_dir=tmp_path / "r", verbose=False)
-    first = trainer.run(config, module.make_train, callbacks=[stop], **run)
+    run = dict(algo="sac", run_dir=tmp_path / "r", verbose=False)
+    first = trainer.run(config, sac.make_train, callbacks=[stop], **run)
     assert first.summary["intervals"] == 1 and not first.summary["complete"]
-    resumed = trainer.run(config, module.make_train, resume=True, **run)
+    resumed = trainer.run(config, sac.make_train, resume=True, **run)
     assert resumed.summary["complete"] and resumed.summary["intervals"] == 2
     returns = np.asarray(resumed.summary["eval_return"])
-    assert returns.shape == (2,) and np.all(np.isfinite(returns)) and np.all(returns > 0)
+    assert returns.shape == (2,) and np.all(np.isfinite(returns))
 
-    if algo != "ppo_continuous":  # one GIF is enough: evaluate.py draws every algorithm alike
-        return
     gif = tmp_path / "cartpole.gif"
     evaluate = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r")]
     # The first 50 of the episode's 1000 steps: each drawn step is a call to the MJX step, and
     # the whole episode took about 4 minutes here.
     command = evaluate + ["--episodes", "1", "--gif", str(gif), "--gif-steps", "50"]
+    # Offscreen, as MuJoCo draws without a display (tests/test_host.py checks the one-line
+    # refusal where a backend cannot draw).
     headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    headless.pop("MUJOCO_GL", None)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=headless)
-    if done.returncode == 0:
-        assert "over 50 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
-    else:  # no OpenGL context on this machine: refused in one line, naming the way out
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-        last = done.stderr.strip().splitlines()[-1]
-        assert last.startswith(f"error: {CARTPOLE} cannot draw frames") and "=egl" in last
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "over 50 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
 
 
 @pytest.mark.slow  # small MJX programs and a SAC preset compile
@@ -264,18 +264,18 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     )
 
 
-# --- learning: both on playground:CartpoleBalance, where uniformly random actions return 344.4
+# --- learning: on playground:CartpoleBalance, where uniformly random actions return 344.4
 # (128 episodes, benchmarks/results/returns/random_returns.md). Measured here (4 seeds, 2 CPU
 # cores): ppo_continuous, 1,048,576 env steps (64 envs x 128 steps, gamma 0.99, the default
 # 64 x 64 tanh MLPs), final greedy returns 996.1, 985.5, 999.7, 977.3, in 69 s with its 36 s
-# compile; sac, 50,000 env steps (16 envs, one update per env step, defaults otherwise), 907.0,
-# 959.0, 996.9, 995.4, in 78 s with its 35 s compile. Each threshold is halfway from the random
-# return to the worst seed, for every seed. Both tests evaluate once, at the end (the
+# compile (sac, 50,000 env steps, 16 envs: 907.0, 959.0, 996.9, 995.4; its learning is checked on
+# Pendulum, tests/test_sac.py, and its MJX path above). The threshold is halfway from the random
+# return to the worst seed, for every seed. The test evaluates once, at the end (the
 # measurements above evaluated 4 and 5 times): only the last evaluation is read, and the earlier
 # ones, 1000 sequential MJX steps each, cost as much as a quarter of a test; evaluations draw
-# their own keys, so no training number moves. The tests train the first two of the four seeds
+# their own keys, so no training number moves. The test trains the first two of the four seeds
 # (one per CPU device of a test worker), each held to the threshold: four took CI about four
-# minutes per test.
+# minutes.
 RANDOM_CARTPOLE_BALANCE = 344.4
 
 
@@ -295,22 +295,4 @@ def test_ppo_continuous_balances_the_playground_cartpole():
     )
     result = trainer.run(config, ppo_continuous.make_train, algo="ppo_continuous", verbose=False)
     threshold = (RANDOM_CARTPOLE_BALANCE + 977.3) / 2
-    assert min(result.summary["eval_return"]) >= threshold, result.summary
-
-
-@pytest.mark.learning
-def test_sac_balances_the_playground_cartpole():
-    from canter.algorithms import sac, trainer
-
-    config = sac.Config(
-        env=CARTPOLE,
-        num_envs=16,
-        train_frequency=1,
-        total_timesteps=50_000,
-        eval_every=50_000,
-        num_eval_envs=16,
-        num_seeds=2,
-    )
-    result = trainer.run(config, sac.make_train, algo="sac", verbose=False)
-    threshold = (RANDOM_CARTPOLE_BALANCE + 907.0) / 2
     assert min(result.summary["eval_return"]) >= threshold, result.summary

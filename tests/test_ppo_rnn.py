@@ -84,6 +84,7 @@ def test_replay_gives_ratio_one_exactly_across_episode_boundaries():
 
 
 @pytest.mark.parametrize("broken", ["no_reset", "zero_start"])
+@pytest.mark.slow  # beside the replay check it proves can fail
 def test_replay_check_catches_a_broken_convention(monkeypatch, broken):
     unroll = pr.unroll
 
@@ -240,9 +241,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args, needles", BAD_INPUT)
 def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, needles):
-    # The first case by subprocess (exit code 2 end to end, no traceback), the rest in-process.
-    by_subprocess = args == BAD_INPUT[0][0]
-    check = (tmp_path, monkeypatch, capsys, by_subprocess)
+    check = (tmp_path, monkeypatch, capsys)
     assert_refused_before_compiling("ppo_rnn", args, needles, *check)
 
 

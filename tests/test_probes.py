@@ -26,11 +26,13 @@ def values(state, observations):
     return jax.vmap(state.model.value)(obs)
 
 
+@pytest.mark.slow  # a probe program compiles: 7-11 s on 2 busy cores
 def test_constant_reward():
     state, _ = train_probe("ProbeConstant")
     assert float(values(state, [0.0])[0]) == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.slow  # a probe program compiles: 7-11 s on 2 busy cores
 def test_observation_dependent_reward():
     state, _ = train_probe("ProbeObsReward")
     v = values(state, [-1.0, 1.0])
@@ -38,6 +40,7 @@ def test_observation_dependent_reward():
     assert float(v[1]) == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.slow  # a probe program compiles: 7-11 s on 2 busy cores
 def test_one_step_discount():
     state, _ = train_probe("ProbeDiscount", gamma=0.5)
     v = values(state, [0.0, 1.0])

@@ -9,6 +9,7 @@ are checked against .ci/run and pyproject.toml instead of run, and a command who
 installed is checked against the script's --help. The Python snippet runs as it stands.
 """
 
+import ast
 import importlib.util
 import os
 import re
@@ -37,25 +38,36 @@ TINY = {
     "ppo_continuous": "--num-envs 4 --num-steps 8 --num-minibatches 2 --update-epochs 1"
     " --total-timesteps 64 --eval-every 32 --num-eval-envs 1",
 }
-# Commands whose algorithm another test trains on the same env through the same runner (at
-# that test's sizes): here they run with --dry-run (flags, preset, every config check, the env
-# built; nothing compiled) instead of compiling again what those tests compile: the parts that
-# hold them took 969 s of a whole run on 2 cores before, 349 s alone after (2026-11-28). The
-# test named must exist. Everything else runs.
+# Commands whose program another test compiles and trains (at that test's sizes, through the
+# same runner): here they run with --dry-run (flags, preset, every config check, the env built;
+# nothing compiled) instead of compiling again what those tests compile (the parts that hold
+# them took 969 s of a whole run on 2 cores, 349 s after). Each test named must exist, and the
+# first must train the env the command names: its source, or a module-level constant it uses,
+# holds the env id that the dry run prints. Everything else runs at a tiny budget.
 TRAINED_ELSEWHERE = {
-    "ppo.py --preset Breakout-MinAtar": "test_minatar.py::test_ppo_learns_breakout_minatar",
-    "ppo.py --preset Craftax-Classic": (
+    "ppo.py --preset Breakout-MinAtar": ["test_minatar.py::test_ppo_learns_breakout_minatar"],
+    "sac.py --preset HalfCheetah-v5": [
+        "test_host.py::test_a_mujoco_gif_renders_offscreen_without_a_display"
+    ],
+    "ppo_atari.py --env gymnasium:ALE/Breakout-v5": [
+        "test_atari.py::test_ppo_atari_trains_through_the_cli_and_evaluates"
+    ],
+    "ppo.py --preset Craftax-Classic": [
         "test_craftax.py::test_ppo_learns_craftax_classic_beyond_random_actions"
-    ),
-    "ppo.py --env jumanji:Knapsack-v1": (
+    ],
+    "ppo.py --env jumanji:Knapsack-v1": [
         "test_jumanji.py::test_ppo_with_masks_beats_random_valid_items_on_knapsack"
-    ),
-    "sac.py --env playground:CartpoleBalance": (
-        "test_physics.py::test_sac_balances_the_playground_cartpole"
-    ),
-    "ppo_continuous.py --preset CheetahRun": (
-        "test_physics.py::test_ppo_continuous_balances_the_playground_cartpole"
-    ),
+    ],
+    "sac.py --env playground:CartpoleBalance": [
+        "test_physics.py::test_sac_trains_resumes_and_draws_on_playground"
+    ],
+    # The preset's sizes and networks are built by the first; ppo_continuous's Playground
+    # program compiles and learns in the second (on CartpoleBalance: CheetahRun's 2,048 envs
+    # are a GPU's run, as the README says).
+    "ppo_continuous.py --preset CheetahRun": [
+        "test_ppo_continuous.py::test_the_playground_and_brax_presets_are_brax_ppo_at_the_published_sizes",
+        "test_physics.py::test_ppo_continuous_balances_the_playground_cartpole",
+    ],
 }
 # What a command's env needs beyond the base install: (a word in the command, its module).
 EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
@@ -95,7 +107,9 @@ def check_setup_line(command: str) -> None:
         unknown = set(extras) - set(PYPROJECT["project"]["optional-dependencies"])
         assert not unknown, f"{command}: no such extra in pyproject.toml: {unknown}"
     elif words[:3] == ["python", "-m", "pytest"]:
-        assert re.search(r"^python -m pytest\b", CI, re.MULTILINE), "CI runs `python -m pytest`"
+        assert re.search(rf"^{re.escape(command)}\s*(#.*)?$", CI, re.MULTILINE), (
+            f"`{command}`: the README's test commands are the ones .ci/run runs"
+        )
         if "-m" in words[3:]:
             expression = words[words.index("-m", 3) + 1]
             markers = {
@@ -107,6 +121,15 @@ def check_setup_line(command: str) -> None:
         assert re.search(rf"^{re.escape(command)}\s*(#.*)?$", CI, re.MULTILINE), (
             f"`{command}` is neither run by this test nor what .ci/run does"
         )
+
+
+def test_set_up_and_test_lines_are_what_ci_runs():
+    """Every install, CI or test line of the README's bash blocks (checked here without running
+    the commands; the slow test below runs the rest)."""
+    lines = [c for block in BASH for c in commands(block) if is_setup_line(c)]
+    assert any(line.startswith("python -m pytest") for line in lines)
+    for line in lines:
+        check_setup_line(line)
 
 
 def is_setup_line(command: str) -> bool:
@@ -141,14 +164,54 @@ def with_tiny_budget(words: list[str]) -> list[str]:
     return words + [w for flag, value in pairs if flag not in words for w in (flag, value)]
 
 
-def trained_elsewhere(command: str) -> str | None:
-    """The test that trains what `command` would (TRAINED_ELSEWHERE), checked to exist."""
-    tests = [test for words, test in TRAINED_ELSEWHERE.items() if words in command]
-    if not tests:
-        return None
-    file, name = tests[0].split("::")
-    assert f"def {name}" in (ROOT / "tests" / file).read_text(), f"{command}: no test {tests[0]}"
-    return tests[0]
+def source_of(test: str) -> str:
+    """The source of a test function ("file::name") and of the module-level assignments of the
+    names it uses, and of the names those use (a test's config is often a constant above it)."""
+    file, name = test.split("::")
+    text = (ROOT / "tests" / file).read_text()
+    tree = ast.parse(text)
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert functions, f"no test {test}"
+    parts, seen = [functions[0]], set()
+    while True:
+        used = {n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)}
+        more = [
+            node
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and id(node) not in seen
+            and any(
+                isinstance(n, ast.Name) and n.id in used for t in node.targets for n in ast.walk(t)
+            )
+        ]
+        if not more:
+            return "\n".join(ast.get_source_segment(text, part) for part in parts)
+        seen.update(id(node) for node in more)
+        parts += more
+
+
+def trained_elsewhere(command: str) -> list[str]:
+    """The tests that compile and train what `command` would (TRAINED_ELSEWHERE), or []."""
+    found = [tests for words, tests in TRAINED_ELSEWHERE.items() if words in command]
+    return found[0] if found else []
+
+
+def test_the_commands_run_dry_are_trained_by_the_tests_named():
+    """Each TRAINED_ELSEWHERE command is in the README, each test it names exists, and the
+    first trains the env the command names (its --env, or its preset's)."""
+    readme_commands = [c for block in BASH for c in commands(block)]
+    for words, tests in TRAINED_ELSEWHERE.items():
+        (command,) = [c for c in readme_commands if words in c]
+        args = shlex.split(command)
+        module = importlib.import_module(f"canter.algorithms.{Path(args[1]).stem}")
+        if "--env" in args:
+            env = args[args.index("--env") + 1]
+        else:
+            env = module.PRESETS[args[args.index("--preset") + 1]]["env"]
+        sources = [source_of(test) for test in tests]
+        assert env in sources[0], (
+            f"`{command}` runs dry because {tests[0]} trains {env}: it does not"
+        )
 
 
 def missing_extra(command: str) -> str | None:

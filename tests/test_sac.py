@@ -13,7 +13,7 @@ import pytest
 from canter.algorithms import sac, trainer
 from canter.common.config import ConfigError
 
-from tests.checks import assert_evaluates_and_renders
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -217,18 +217,12 @@ def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
 
 
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
-    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+def test_cli_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys):
     args, needles = (
         ["--env", "CartPole-v1"],
         ["discrete action space", "sac.py", "algorithms/dqn.py"],
     )
-    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr
-    for needle in needles:
-        assert needle in done.stderr
-    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+    assert_refused_before_compiling("sac", args, needles, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from canter.algorithms import td3, trainer
 from canter.common.config import ConfigError
 
-from tests.checks import assert_evaluates_and_renders
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -139,6 +139,7 @@ def test_replay_stores_the_final_observation_of_truncated_episodes(vmapped):
     assert warm_up.min() < -1.5 and warm_up.max() > 1.5 and np.all(np.abs(warm_up) <= 2.0)
 
 
+@pytest.mark.slow  # programs compiled for this test alone
 def test_vmapped_seed_equals_single_run(vmapped):
     single = jax.jit(td3.make_train(TINY))(jax.random.key(1))
     assert_trees_close(jax.tree.map(lambda x: x[1], vmapped), single, rtol=1e-4, atol=1e-5)
@@ -170,18 +171,12 @@ def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
     assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
 
 
-def test_cli_bad_input_fails_before_compiling(repo_root, tmp_path):
-    # By subprocess once: exit code 2, a clear message, no traceback, nothing written.
+def test_cli_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys):
     args, needles = (
         ["--env", "CartPole-v1"],
         ["discrete action space", "td3.py", "algorithms/dqn.py"],
     )
-    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr
-    for needle in needles:
-        assert needle in done.stderr
-    assert "compiled" not in done.stdout and not (tmp_path / "run").exists()
+    assert_refused_before_compiling("td3", args, needles, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize(

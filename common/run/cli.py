@@ -90,7 +90,9 @@ def main(
     (or, with --debug, `run_debug`); exit with a nonzero code as the module doc says. Bad input
     is printed as `explain(error)` words it (the trainer adds which files to use instead)."""
     use_cpu_cores()  # before anything touches JAX's devices (common/run/devices.py)
-    algo = Path(inspect.getfile(make_train)).stem
+    # Unwrapped: a decorated make_train (a fork's, or the tests' runtime type checks) names its
+    # own file, not the decorator's.
+    algo = Path(inspect.getfile(inspect.unwrap(make_train))).stem
     made = None  # the default run directory, once created
     try:
         argv = _aliases(sys.argv[1:], config_cls)

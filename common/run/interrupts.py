@@ -5,7 +5,8 @@ The first signal only sets `Preemption.signal`; the runner finishes the call in 
 interval, or the few that fill about half a second: common/run/cadence.py), checkpoints it and
 stops (exit code 75 from the command line). The first signal also puts the
 default action back, so a second one ends the process at once (exit 143 or 130): checkpoints are
-written by rename (common/run/files.py), so the previous one stays whole.
+written by rename (common/run/files.py), so the previous one stays whole. During training the
+first signal says so at once on stderr, in one line.
 
 Python runs signal handlers in the main thread only, between bytecodes: `Pending` runs an
 interval on a helper thread while the main thread works or waits in short joins, so a signal is
@@ -14,7 +15,9 @@ either, runs the same way (`interruptible`): a signal while compiling raises `In
 once, and the command line exits 75 in one line, as nothing was trained or saved.
 """
 
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,8 +35,9 @@ class Preemption:
     Outside the main thread (where Python cannot install handlers) it does nothing.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, notice: str | None = None) -> None:
         self.signal: str | None = None
+        self.notice = notice  # printed to stderr on the first signal, after its name
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "Preemption":
@@ -49,6 +53,8 @@ class Preemption:
         self.signal = signal.Signals(number).name
         for s in SIGNALS:  # a second signal: the default action, at once
             signal.signal(s, signal.SIG_DFL)
+        if self.notice:  # os.write: no buffered stream is re-entered from a handler
+            os.write(sys.stderr.fileno(), f"{self.signal}: {self.notice}\n".encode())
 
 
 class Pending:

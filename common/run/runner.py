@@ -214,7 +214,8 @@ def _intervals(
         return i, count, Pending(programs.intervals, *args)
 
     kept, stopped, pending = state, None, None
-    with Preemption() as preemption:
+    notice = "stopping after the interval in flight is saved; a second signal stops at once"
+    with Preemption(notice) as preemption:
         try:
             pending = start(state, first) if first < end else None
             while pending is not None:
