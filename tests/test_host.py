@@ -259,6 +259,9 @@ def test_a_stopped_host_run_resumes_with_new_episodes_and_continues_the_metrics(
     copy = tmp_path / "copy"
     shutil.copytree(stopped, copy)
     for run_dir in (stopped, copy):
+        # Each resume with fresh simulators, as a new process has: the env (and its pool of
+        # Gymnasium simulators) is built once per process and kept (registry._build).
+        _build.cache_clear()
         capsys.readouterr()
         resumed = trainer.run(config, ppo.make_train, algo="ppo", run_dir=run_dir, resume=True)
         assert resumed.summary["complete"]
