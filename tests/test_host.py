@@ -229,11 +229,6 @@ def test_cli_refuses_before_compiling_with_exit_2(monkeypatch, capsys):
     assert code == 2 and "nothing to split" in err, err[-2000:]
 
 
-def cli(repo_root, script, *args):
-    command = [sys.executable, str(repo_root / "algorithms" / script), *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def metrics_rows(path):
     with open(path) as f:
         return list(csv.DictReader(f))
