@@ -49,6 +49,14 @@ def cli_in_process(algo: str, monkeypatch, capsys, *args: str) -> tuple[int, str
     return code, out.out, out.err
 
 
+def cli_run(algo: str, monkeypatch, capsys, *args: str) -> subprocess.CompletedProcess:
+    """`algorithms/<algo>.py ARGS` in the test's process, as a finished subprocess would report
+    it: a training run through the CLI's `main` without an interpreter's start (tests/test_cli.py
+    runs the file as a process, the exit code and output end to end)."""
+    code, out, err = cli_in_process(algo, monkeypatch, capsys, *args)
+    return subprocess.CompletedProcess([f"{algo}.py", *args], code, out, err)
+
+
 def assert_refused_before_compiling(
     algo: str, args: list, needles: list, tmp_path: Path, monkeypatch, capsys
 ) -> None:

@@ -11,8 +11,6 @@ import sys
 import numpy as np
 import pytest
 
-from tests.checks import two_processes
-
 DEVICES_SCRIPT = """
 import json, sys
 import jax
@@ -90,8 +88,8 @@ def assert_same_metrics(a: dict, b: dict) -> None:
     # One run holds both mesh axes: 2 seeds, each split over 2 of 4 devices. Each kind of state
     # splits its envs: recurrent on-policy, and off-policy with a replay buffer (dqn, sac).
     # ppo.py and pqn.py split their minibatches through the same shard_minibatch line as
-    # ppo_rnn.py, and ppo splits across two processes in the test below (each algorithm here
-    # is two runs and a compile: about a minute on 2 cores).
+    # ppo_rnn.py, and ppo splits across two processes in tests/test_run_management.py's
+    # multi-host test (each algorithm here is two runs and a compile: about a minute on 2 cores).
     [(4, 2, "ppo_rnn,dqn,sac")],
 )
 def test_one_seed_split_over_devices_equals_one_device(repo_root, devices, seeds, algos):
@@ -104,28 +102,3 @@ def test_one_seed_split_over_devices_equals_one_device(repo_root, devices, seeds
     # On-policy updates average their gradients across the split minibatch.
     on_policy = [name for name in ("ppo", "ppo_rnn", "pqn") if name in results]
     assert on_policy and all(results[name]["all_reduce"] for name in on_policy)
-
-
-MULTIHOST_SCRIPT = """
-import json, sys
-import jax
-port, process_id = sys.argv[1], int(sys.argv[2])
-jax.config.update("jax_cpu_collectives_implementation", "gloo")
-jax.config.update("jax_num_cpu_devices", 1)  # one device per process
-jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
-import dataclasses
-from canter.algorithms import ppo, trainer
-config = ppo.Config(total_timesteps=8 * 16 * 4, num_envs=8, num_steps=16, num_minibatches=2,
-                    update_epochs=2, eval_every=8 * 16 * 2, num_eval_envs=2)
-r = trainer.run(config, ppo.make_train, algo="ppo", verbose=False, data_parallel=True)
-print(json.dumps({g: {k: v.tolist() for k, v in m.items()} for g, m in r.metrics.items()}))
-"""
-
-
-@pytest.mark.slow
-def test_data_parallel_across_two_processes_equals_one_device(repo_root):
-    outputs = two_processes(repo_root, MULTIHOST_SCRIPT)
-    split = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
-    one = on_devices(repo_root, 1, 1, "ppo")["ppo"]["one"]
-    for process in split:  # both processes report the whole run
-        assert_same_metrics(one, process)

@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +11,7 @@ import pytest
 from canter.algorithms import dqn, trainer
 from canter.common.config import ConfigError
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -209,17 +207,16 @@ def test_target_network_follows_the_schedule(vmapped):
 # --- command line
 
 
-def run_cli(repo_root, *args):
-    command = [sys.executable, str(repo_root / "algorithms" / "dqn.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(repo_root, tmp_path):
+def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(
+    repo_root, tmp_path, monkeypatch, capsys
+):
     # The default path runs in the invariant tests; here the paper ablations, end to end.
     args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "200"]
     args += ["--double-q", "--dueling", "--loss", "huber", "--hidden-sizes", "32", "16"]
-    done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run"))
+    done = cli_run(
+        "dqn", monkeypatch, capsys, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run")
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["algo"] == "dqn" and summary["seeds"] == [0, 1]

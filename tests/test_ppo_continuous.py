@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import distrax
 import equinox as eqx
@@ -16,7 +14,7 @@ from canter.algorithms import trainer
 from canter.common.config import ConfigError
 from canter.common.envs import make_env
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
@@ -240,16 +238,13 @@ def test_discrete_env_names_ppo_and_ppo_names_this_file():
     assert "algorithms/ppo_continuous.py" in trainer._explain(caught.value)
 
 
-def run_cli(repo_root, *args):
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo_continuous.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "8192", "--eval-every", "4096", "--num-eval-envs", "2"]
-    done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
+    done = cli_run(
+        "ppo_continuous", monkeypatch, capsys, *args, "--num-seeds", "2", "--run-dir", str(run_dir)
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algo"] == "ppo_continuous" and summary["env"] == "Pendulum-v1"
@@ -272,15 +267,24 @@ def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, n
 
 
 @pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
-def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path):
+def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--preset", "MountainCarContinuous-v0", "--gamma", "0.98", "--total-timesteps", "4096"]
-    done = run_cli(repo_root, *args, "--eval-every", "4096", "--run-dir", str(run_dir))
+    done = cli_run(
+        "ppo_continuous",
+        monkeypatch,
+        capsys,
+        *args,
+        "--eval-every",
+        "4096",
+        "--run-dir",
+        str(run_dir),
+    )
     assert done.returncode == 0, done.stderr
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env"] == "MountainCarContinuous-v0" and config["learning_rate"] == 1e-3
     assert config["gamma"] == 0.98  # the flag wins over the preset
-    shown = run_cli(repo_root, "--help").stdout
+    shown = cli_run("ppo_continuous", monkeypatch, capsys, "--help").stdout
     assert "--preset MountainCarContinuous-v0" in shown and "--gamma 0.99" in shown
 
 

@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import equinox as eqx
 import jax
@@ -15,7 +13,7 @@ from canter.algorithms import ppo_rnn as pr
 from canter.common.envs import make_env
 from canter.common.run.evaluation import run_episodes
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
@@ -216,16 +214,13 @@ def test_velocity_hiding_wrapper():
 # --- CLI
 
 
-def run_cli(repo_root, *args):
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo_rnn.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "2"]
-    done = run_cli(repo_root, *args, "--num-seeds", "2", "--run-dir", str(run_dir))
+    done = cli_run(
+        "ppo_rnn", monkeypatch, capsys, *args, "--num-seeds", "2", "--run-dir", str(run_dir)
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algo"] == "ppo_rnn" and summary["env"] == "CartPole-v1"

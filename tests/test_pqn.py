@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +10,7 @@ import pytest
 from canter.algorithms import pqn, trainer
 from canter.common.config import ConfigError
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling
+from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math
@@ -191,15 +189,10 @@ def test_seeds_differ(vmapped):
 # --- command line
 
 
-def run_cli(repo_root, *args):
-    command = [sys.executable, str(repo_root / "algorithms" / "pqn.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path):
+def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
     args = ["--total-timesteps", "4096", "--eval-every", "2048", "--num-seeds", "2"]
-    done = run_cli(repo_root, *args, "--run-dir", str(tmp_path / "run"))
+    done = cli_run("pqn", monkeypatch, capsys, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["algo"] == "pqn" and summary["seeds"] == [0, 1]

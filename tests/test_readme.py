@@ -59,7 +59,7 @@ TRAINED_ELSEWHERE = {
         "test_jumanji.py::test_ppo_with_masks_beats_random_valid_items_on_knapsack"
     ],
     "sac.py --env playground:CartpoleBalance": [
-        "test_physics.py::test_sac_trains_resumes_and_draws_on_playground"
+        "test_physics.py::test_sac_trains_and_draws_on_playground"
     ],
     # The preset's sizes and networks are built by the first; ppo_continuous's Playground
     # program compiles and learns in the second (on CartpoleBalance: CheetahRun's 2,048 envs

@@ -176,7 +176,8 @@ DEVICES_CONFIG = dataclasses.replace(SMALL, num_seeds=3, max_grad_norm=float("in
 
 def on_devices(repo_root, devices, run_dir, mode, script=DEVICE_SCRIPT):
     """`script` in a fresh process with `devices` CPU devices; the JSON it prints last."""
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    count = f"--xla_force_host_platform_device_count={devices}"
+    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {count}"}
     done = subprocess.run(
         [sys.executable, "-c", script, str(devices), str(run_dir), mode],
         capture_output=True,
@@ -267,11 +268,18 @@ first = t.run(config, run_dir=run_dir, checkpoint_every=1, stop_after=2)
 header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")  # on disk, from process 0 only
 result = t.run(config, run_dir=run_dir, resume=True)  # reads that file back
 train = {k: v.tolist() for k, v in result.metrics["train"].items()}
+# One seed's envs and minibatches split over the two processes (--data-parallel).
+split = t.run(t.SPLIT_CONFIG, data_parallel=True)
 print(json.dumps({
     "process": process_id, "first": first.summary["intervals"], "saved": header["interval"],
     "intervals": result.summary["intervals"], "train": train,
+    "split": {g: {k: v.tolist() for k, v in m.items()} for g, m in split.metrics.items()},
 }))
 """
+# Two intervals of 2 iterations, 8 envs: each process steps 4 and takes half of each minibatch.
+SPLIT_CONFIG = dataclasses.replace(
+    SMALL, total_timesteps=8 * 16 * 4, num_envs=8, eval_every=8 * 16 * 2, num_seeds=1
+)
 
 
 def multihost_results(repo_root, run_dir):
@@ -281,7 +289,8 @@ def multihost_results(repo_root, run_dir):
 
 @pytest.mark.slow
 def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_root, tmp_path):
-    # Two processes stop after two intervals (a checkpoint on disk), then resume from it.
+    # Two processes stop after two intervals (a checkpoint on disk), then resume from it; then
+    # one seed split over both (data parallel across hosts: gradients averaged through gloo).
     run_dir = tmp_path / "run"
     results = multihost_results(repo_root, run_dir)
     assert [(r["first"], r["saved"]) for r in results] == [(2, 2), (2, 2)]
@@ -293,6 +302,13 @@ def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_ro
             np.testing.assert_allclose(result["train"][name], value, rtol=1e-4, atol=1e-4)
     _, rows = csv_rows(run_dir / "seed_2" / "metrics.csv")
     assert [row[0] for row in rows] == list(range(1, single.summary["intervals"] + 1))
+    one_device = run(SPLIT_CONFIG)
+    for result in results:  # both processes report the whole run
+        for group, metrics in one_device.metrics.items():
+            for name, value in metrics.items():
+                np.testing.assert_allclose(
+                    result["split"][group][name], value, rtol=1e-4, atol=1e-4, err_msg=name
+                )
 
 
 @pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
