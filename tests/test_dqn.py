@@ -208,9 +208,7 @@ def test_target_network_follows_the_schedule(vmapped):
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(
-    repo_root, tmp_path, monkeypatch, capsys
-):
+def test_cli_smoke_run_with_every_flag_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     # The default path runs in the invariant tests; here the paper ablations, end to end.
     args = ["--total-timesteps", "400", "--learning-starts", "100", "--eval-every", "200"]
     args += ["--double-q", "--dueling", "--loss", "huber", "--hidden-sizes", "32", "16"]

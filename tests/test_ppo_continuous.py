@@ -239,7 +239,7 @@ def test_discrete_env_names_ppo_and_ppo_names_this_file():
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "8192", "--eval-every", "4096", "--num-eval-envs", "2"]
     done = cli_run(
@@ -267,7 +267,7 @@ def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, n
 
 
 @pytest.mark.slow  # 20-30 s on 2 busy cores: CLI processes or benchmark runs
-def test_preset_sets_defaults_that_flags_override(repo_root, tmp_path, monkeypatch, capsys):
+def test_preset_sets_defaults_that_flags_override(tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--preset", "MountainCarContinuous-v0", "--gamma", "0.98", "--total-timesteps", "4096"]
     done = cli_run(

@@ -215,7 +215,7 @@ def test_velocity_hiding_wrapper():
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--total-timesteps", "1024", "--eval-every", "512", "--num-eval-envs", "2"]
     done = cli_run(

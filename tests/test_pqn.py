@@ -190,7 +190,7 @@ def test_seeds_differ(vmapped):
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     args = ["--total-timesteps", "4096", "--eval-every", "2048", "--num-seeds", "2"]
     done = cli_run("pqn", monkeypatch, capsys, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr

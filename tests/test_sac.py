@@ -200,7 +200,7 @@ def test_seeds_differ(vmapped):
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_cli_smoke_run_then_evaluate_and_render(repo_root, tmp_path, monkeypatch, capsys):
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     args = ["--total-timesteps", "300", "--learning-starts", "100", "--eval-every", "150"]
     done = cli_run(
         "sac", monkeypatch, capsys, *args, "--num-seeds", "2", "--run-dir", str(tmp_path / "run")
