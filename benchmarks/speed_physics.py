@@ -13,9 +13,9 @@ steps per `lax.scan`, `--calls` scans in a row carrying the state, compile apart
 
 With `--presets ALGO:PRESET[:FIELD=VALUE,...] ...`, each preset (with those fields changed, e.g.
 `num_steps=30`: one unroll of a PPO preset's 16, the same work per env step) also trains for at
-least `--iterations` iterations and 10 s (after one that compiles, and an off-policy preset's
-warm-up) and its env steps/s is set against the `canter` ceiling of its env and width, measured
-for it when `--widths` and `--envs-jax` leave that out.
+least `--iterations` iterations and `--seconds` (default 10; after one that compiles, and an
+off-policy preset's warm-up) and its env steps/s is set against the `canter` ceiling of its env
+and width, measured for it when `--widths` and `--envs-jax` leave that out.
 
     python benchmarks/speed_physics.py                     # the table in docs/speed.md
     python benchmarks/speed_physics.py --widths 16 --steps 4 --calls 1 --out /tmp/physics
@@ -88,9 +88,9 @@ def make_runner(way: str, name: str, num_envs: int, num_steps: int):
     return jax.jit(init), jax.jit(run)
 
 
-def measure_preset(spec: str, iterations: int) -> dict:
+def measure_preset(spec: str, iterations: int, seconds: float = 10.0) -> dict:
     """`ALGO:PRESET[:FIELD=VALUE,...]`'s training env steps/s over at least `iterations`
-    iterations and 10 s, after one that compiles and, for off-policy presets, the warm-up
+    iterations and `seconds`, after one that compiles and, for off-policy presets, the warm-up
     iterations that fill the buffer without updates."""
     import jax
 
@@ -109,7 +109,7 @@ def measure_preset(spec: str, iterations: int) -> dict:
     for i in range(1, first):
         state, _ = step(state, i)
     done, tic = 0, time.perf_counter()
-    while done < iterations or time.perf_counter() - tic < 10.0:
+    while done < iterations or time.perf_counter() - tic < seconds:
         state, _ = jax.block_until_ready(step(state, first + done))
         done += 1
     seconds = time.perf_counter() - tic
@@ -177,7 +177,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2)
     parser.add_argument("--ways", nargs="+", choices=("canter", "no-reset", "host"))
     parser.add_argument("--presets", nargs="*", default=[], help="ALGO:PRESET ...")
-    parser.add_argument("--iterations", type=int, default=1, help="timed, at least (and 10 s)")
+    parser.add_argument("--iterations", type=int, default=1, help="timed, at least")
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed, at least")
     args = parser.parse_args()
     ways = args.ways or ["canter", "no-reset", "host"]
     jobs = [(name, way) for name in args.envs_jax for way in ways if way != "host"]
@@ -193,7 +194,7 @@ def main() -> None:
     for name, way in jobs:
         for width in args.widths:
             measure(name, way, width)
-    presets = {spec: measure_preset(spec, args.iterations) for spec in args.presets}
+    presets = {spec: measure_preset(spec, args.iterations, args.seconds) for spec in args.presets}
     for spec, p in presets.items():
         print(f"  {spec}: {p['steps_per_s']:,.0f} env steps/s", flush=True)
         if str(p["num_envs"]) not in results.get(f"{p['env']} | canter", {}):

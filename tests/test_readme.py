@@ -43,9 +43,17 @@ TINY = {
 # nothing compiled) instead of compiling again what those tests compile (the parts that hold
 # them took 969 s of a whole run on 2 cores, 349 s after). Each test named must exist, and the
 # first must train the env the command names: its source, or a module-level constant it uses,
-# holds the env id that the dry run prints. Everything else runs at a tiny budget.
+# holds the env id that the dry run prints. Everything else runs at a tiny budget. Craftax's and
+# Jumanji's PPO programs are trained by learning_suites tests, which CI leaves out for time
+# (tests/README.md): in CI their adapters are held by the slow tier's env tests.
 TRAINED_ELSEWHERE = {
-    "ppo.py --preset Breakout-MinAtar": ["test_minatar.py::test_ppo_learns_breakout_minatar"],
+    "ppo.py --num-seeds 8": ["test_cli.py::test_smoke_run_writes_the_run_directory"],
+    "ppo.py --num-seeds 4 --sweep": [
+        "test_run_management.py::test_sweep_compiles_once_and_each_point_equals_a_plain_run"
+    ],
+    "ppo.py --preset Breakout-MinAtar": [
+        "test_minatar.py::test_cnn_variant_runs_vmapped_equal_to_single_runs"
+    ],
     "sac.py --preset HalfCheetah-v5": [
         "test_host.py::test_a_mujoco_gif_renders_offscreen_without_a_display"
     ],
@@ -62,11 +70,11 @@ TRAINED_ELSEWHERE = {
         "test_physics.py::test_sac_trains_and_draws_on_playground"
     ],
     # The preset's sizes and networks are built by the first; ppo_continuous's Playground
-    # program compiles and learns in the second (on CartpoleBalance: CheetahRun's 2,048 envs
-    # are a GPU's run, as the README says).
+    # program compiles and trains in the second (its CartpoleBalance preset at 8 envs:
+    # CheetahRun's 2,048 envs are a GPU's run, as the README says).
     "ppo_continuous.py --preset CheetahRun": [
         "test_ppo_continuous.py::test_the_playground_and_brax_presets_are_brax_ppo_at_the_published_sizes",
-        "test_physics.py::test_ppo_continuous_balances_the_playground_cartpole",
+        "test_physics.py::test_the_speed_benchmark_runs_and_writes_its_table",
     ],
 }
 # What a command's env needs beyond the base install: (a word in the command, its module).
@@ -198,17 +206,24 @@ def trained_elsewhere(command: str) -> list[str]:
 
 def test_the_commands_run_dry_are_trained_by_the_tests_named():
     """Each TRAINED_ELSEWHERE command is in the README, each test it names exists, and the
-    first trains the env the command names (its --env, or its preset's)."""
+    first trains the env the command names (its --env, or its preset's; with neither, the
+    Config's default env, which the test names or leaves to the default)."""
     readme_commands = [c for block in BASH for c in commands(block)]
     for words, tests in TRAINED_ELSEWHERE.items():
         (command,) = [c for c in readme_commands if words in c]
         args = shlex.split(command)
         module = importlib.import_module(f"canter.algorithms.{Path(args[1]).stem}")
+        sources = [source_of(test) for test in tests]
         if "--env" in args:
             env = args[args.index("--env") + 1]
-        else:
+        elif "--preset" in args:
             env = module.PRESETS[args[args.index("--preset") + 1]]["env"]
-        sources = [source_of(test) for test in tests]
+        else:
+            env = module.Config().env
+            # The default env: a test that builds its Config without an env trains it too.
+            default = f"{args[1].split('/')[-1][:-3]}.Config(" in sources[0]
+            if default and not re.search(r"\benv\s*=", sources[0]):
+                continue
         assert env in sources[0], (
             f"`{command}` runs dry because {tests[0]} trains {env}: it does not"
         )

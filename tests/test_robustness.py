@@ -371,9 +371,11 @@ def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(repo_
     assert resumed.returncode == 0, err
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
     b = json.loads((cut / "summary.json").read_text())
-    np.testing.assert_allclose(b["eval_return"], a["eval_return"], rtol=1e-4)
-    rows = (cut / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
-    assert [int(r.split(",")[0]) for r in rows] == list(range(1, 41))  # no gap, no repeat
+    # Bit for bit, in fresh processes on the device count that saved it (docs/running.md).
+    assert b["eval_return"] == a["eval_return"] and b["final_return"] == a["final_return"]
+    rows = (cut / "seed_0" / "metrics.csv").read_text()
+    assert [int(r.split(",")[0]) for r in rows.splitlines()[1:]] == list(range(1, 41))
+    assert rows == (tmp_path / "whole" / "seed_0" / "metrics.csv").read_text()
 
 
 @pytest.mark.slow

@@ -67,8 +67,10 @@ def test_resume_equals_uninterrupted_run(uninterrupted, tmp_path):
         max_difference(resumed.state, uninterrupted.state),
         max_difference(resumed.metrics, uninterrupted.metrics),
     )
-    print(f"largest difference, resumed vs uninterrupted: {difference:.3g}")
-    assert difference < 1e-4
+    # Bit for bit on the device count that saved it (docs/running.md; in fresh processes too,
+    # tests/test_robustness.py's signal test); on another count, equal to float rounding
+    # (test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device).
+    assert difference == 0, f"largest difference, resumed vs uninterrupted: {difference:.3g}"
     for seed in (0, 1):
         head, rows = csv_rows(tmp_path / f"seed_{seed}" / "metrics.csv")
         whole_head, whole_rows = csv_rows(uninterrupted.run_dir / f"seed_{seed}" / "metrics.csv")
@@ -204,47 +206,6 @@ def test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device(repo_
         for name, value in single["train"].items():
             np.testing.assert_allclose(resumed[name], value, rtol=1e-4, atol=1e-4)
     assert json.loads((tmp_path / "b" / "config.json").read_text())["max_grad_norm"] == "inf"
-
-
-EXACT_SCRIPT = """
-import hashlib, json, sys
-from pathlib import Path
-import jax, numpy as np
-import tests.test_run_management as t
-devices, run_dir, mode = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-assert jax.device_count() == devices, jax.devices()
-more = {"whole": {}, "stop": dict(checkpoint_every=1, stop_after=1), "resume": dict(resume=True)}
-result = t.run(t.EXACT_CONFIG, run_dir=run_dir, **more[mode])
-leaves = jax.tree.leaves(jax.tree.map(t.key_data, result.state))
-digest = hashlib.sha256(b"".join(np.asarray(leaf).tobytes() for leaf in leaves)).hexdigest()
-metrics = {g: {k: v.tolist() for k, v in m.items()} for g, m in result.metrics.items()}
-print(json.dumps({"state": digest, "metrics": metrics}))
-"""
-# 12 intervals of 2 iterations, 3 seeds (padded to 4 on 2 devices).
-EXACT_CONFIG = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 24, num_seeds=3)
-
-
-def key_data(leaf):
-    typed = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-    return jax.random.key_data(leaf) if typed else leaf
-
-
-def exact_run(repo_root, devices, run_dir, mode):
-    return on_devices(repo_root, devices, run_dir, mode, EXACT_SCRIPT)
-
-
-@pytest.mark.slow
-def test_resumed_on_the_device_count_that_saved_it_is_bit_equal_over_12_intervals(
-    repo_root, tmp_path
-):
-    # docs/running.md: exact on the same device count; on another, equal to float rounding
-    # (the test above), as uninterrupted runs on different device counts are to each other.
-    whole = exact_run(repo_root, 2, tmp_path / "whole", "whole")
-    exact_run(repo_root, 2, tmp_path / "cut", "stop")  # saved after interval 1 of 12
-    resumed = exact_run(repo_root, 2, tmp_path / "cut", "resume")
-    assert len(whole["metrics"]["eval"]["episodic_return"][0]) == 12
-    assert resumed["metrics"] == whole["metrics"]  # bit for bit: JSON floats round-trip
-    assert resumed["state"] == whole["state"]
 
 
 MULTIHOST_SCRIPT = """
