@@ -51,6 +51,9 @@ TRAINED_ELSEWHERE = {
     "ppo.py --num-seeds 4 --sweep": [
         "test_run_management.py::test_sweep_compiles_once_and_each_point_equals_a_plain_run"
     ],
+    "ppo.py --track tensorboard wandb": [
+        "test_run_management.py::test_trackers_write_tensorboard_and_offline_wandb"
+    ],
     "ppo.py --preset Breakout-MinAtar": [
         "test_minatar.py::test_cnn_variant_runs_vmapped_equal_to_single_runs"
     ],
