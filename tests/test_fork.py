@@ -9,6 +9,7 @@ import tomllib
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.checks import algorithms_folder, kill_after_checkpoint
@@ -36,11 +37,14 @@ def finish(process: subprocess.Popen) -> str:
 
 
 def train_kill_resume(script: Path, cwd: Path, run_dir: Path) -> dict:
-    """Train the fork, SIGKILL it after a checkpoint, resume it to the end; its config.json."""
+    """Train the fork, SIGKILL it after a checkpoint, resume it to the end, losing at most the
+    work since that checkpoint; its config.json."""
     victim = start(script, cwd, *TINY, "--run-dir", str(run_dir), "--checkpoint-every", "1")
-    assert kill_after_checkpoint(victim, run_dir, 2) >= 2
+    saved = kill_after_checkpoint(victim, run_dir, 2)
+    assert saved >= 2
     out = finish(start(script, cwd, "--resume", str(run_dir)))
     assert "resumed from" in out and "done: return" in out
+    assert int(out.split("after interval ")[1].split("/")[0]) >= saved
     return json.loads((run_dir / "config.json").read_text())
 
 
@@ -64,9 +68,21 @@ def test_a_fork_inside_the_repository_trains_resumes_evaluates(repo_root, tmp_pa
 
 
 def check_the_fork_in_the_repository(repo_root, tmp_path, name, fork):
+    from canter.algorithms import ppo, trainer
+
     record = train_kill_resume(fork, tmp_path, tmp_path / "run")
     assert record["algo"] == name
     assert record["source"] == {"file": str(fork), "module": f"canter.algorithms.{name}"}
+    # Killed and resumed, it ends as an uninterrupted run of its config does (the fork is
+    # ppo.py unchanged), with every interval's row once.
+    sizes = dict(num_envs=4, num_steps=16, num_minibatches=2, update_epochs=1, num_eval_envs=2)
+    config = ppo.Config(**sizes, eval_every=4 * 16 * 4, total_timesteps=4 * 16 * 400)
+    whole = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for key in ("final_return", "eval_return"):
+        np.testing.assert_allclose(summary[key], whole[key], rtol=1e-4, atol=1e-4)
+    rows = (tmp_path / "run" / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
+    assert [int(row.split(",")[0]) for row in rows] == list(range(1, 101))
     done = evaluate(tmp_path, tmp_path / "run", "--episodes", "2")
     assert done.returncode == 0 and "mean over entries" in done.stdout, done.stderr[-3000:]
     # The house's checks with the fork beside the house files: still green.

@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import equinox as eqx
 import gymnax
@@ -251,20 +249,14 @@ def test_cnn_variant_runs_vmapped_equal_to_single_runs(name):
 
 
 @pytest.mark.slow
-def test_cli_minatar_preset_records_its_settings_and_renders(repo_root, tmp_path):
-    from tests.checks import assert_evaluates_and_renders
+def test_cli_minatar_preset_records_its_settings_and_renders(tmp_path, monkeypatch, capsys):
+    from tests.checks import assert_evaluates_and_renders, cli_run
 
     run_dir = tmp_path / "run"
     tiny = ["--num-envs", "4", "--num-steps", "8", "--num-minibatches", "2"]
     tiny += ["--total-timesteps", "64", "--eval-every", "32", "--num-eval-envs", "2"]
-    done = subprocess.run(
-        [sys.executable, "algorithms/pqn.py", "--preset", "Breakout-MinAtar", *tiny]
-        + ["--sticky-action-prob", "0.1", "--num-seeds", "2", "--run-dir", str(run_dir)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    preset = ["--preset", "Breakout-MinAtar", "--sticky-action-prob", "0.1", "--num-seeds", "2"]
+    done = cli_run("pqn", monkeypatch, capsys, *preset, *tiny, "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr[-3000:]
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["env"] == "Breakout-MinAtar" and saved["network"] == "cnn"

@@ -58,7 +58,7 @@ TRAINED_ELSEWHERE = {
         "test_minatar.py::test_cnn_variant_runs_vmapped_equal_to_single_runs"
     ],
     "sac.py --preset HalfCheetah-v5": [
-        "test_host.py::test_a_mujoco_gif_renders_offscreen_without_a_display"
+        "test_host.py::test_mujoco_halfcheetah_repeats_its_numbers_and_draws_offscreen"
     ],
     "ppo_atari.py --env gymnasium:ALE/Breakout-v5": [
         "test_atari.py::test_ppo_atari_trains_through_the_cli_and_evaluates"

@@ -19,6 +19,8 @@ from canter.common.run.cli import EXIT_DIVERGED, EXIT_PREEMPTED
 from canter.common.run.debug import first_non_finite, run_debug
 from canter.common.run.health import finite
 
+from tests.checks import cli_in_process
+
 # 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
 SMALL = ppo.Config(
     total_timesteps=4 * 16 * 10,
@@ -253,7 +255,13 @@ def test_a_run_checkpoints_by_run_time(tmp_path, monkeypatch):
         run(run_dir=tmp_path / "bad", checkpoint_minutes=-1.0)
 
 
-@pytest.mark.slow  # eager PPO iterations: about 45 s
+# One minibatch step per iteration: each eager op is a dispatch (the CLI test's sizes below).
+EAGER = dataclasses.replace(
+    SMALL, num_envs=2, num_steps=4, update_epochs=1, num_minibatches=1, num_eval_envs=1
+)
+
+
+@pytest.mark.slow  # eager PPO iterations: 20-30 s
 def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     seen = []
 
@@ -267,7 +275,7 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
 
         return dataclasses.replace(train, step=step)
 
-    config = dataclasses.replace(SMALL, num_seeds=3)
+    config = dataclasses.replace(EAGER, num_seeds=3)
     history = run_debug(config, make_train, algo="ppo", say=print)
     out = capsys.readouterr().out
     assert "jit off" in out and "NaN/inf check" in out and "seed 0 only" in out
@@ -286,38 +294,24 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
         return dataclasses.replace(train, step=step)
 
     with pytest.raises(FloatingPointError, match="iteration 1: the state's .* holds a NaN"):
-        run_debug(SMALL, poisoned, algo="ppo", say=print)
+        run_debug(EAGER, poisoned, algo="ppo", say=print)
     assert first_non_finite({"a": jnp.ones(2), "b": {"c": jnp.array([jnp.inf])}}) == "['b']['c']"
 
 
-@pytest.mark.slow
-def test_debug_cli_says_what_it_turned_on(repo_root):
-    command = [
-        sys.executable,
-        str(repo_root / "algorithms" / "ppo.py"),
-        "--debug",
-        "--num-envs",
-        "2",
-        "--num-steps",
-        "4",
-        # One minibatch step per iteration: each eager op is a dispatch (16 took 100 s of CI).
-        "--update-epochs",
-        "1",
-        "--num-minibatches",
-        "1",
-        "--num-eval-envs",
-        "1",
-    ]
+@pytest.mark.slow  # a fresh interpreter: --debug turns jit off for the whole process
+def test_debug_cli_says_what_it_turned_on(repo_root, monkeypatch, capsys):
+    # One minibatch step per iteration: each eager op is a dispatch (16 took 100 s of CI).
+    args = ["--debug", "--num-envs", "2", "--num-steps", "4", "--update-epochs", "1"]
+    args += ["--num-minibatches", "1", "--num-eval-envs", "1"]
+    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "jit off (jax_disable_jit)" in done.stdout and "[2/2]" in done.stdout
-    refused = subprocess.run(
-        command + ["--sweep", "learning_rate=1e-3,1e-4"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert refused.returncode == 2 and "--debug runs one configuration" in refused.stderr
+    # Refused before anything is turned off, so in this process.
+    sweep = ["--sweep", "learning_rate=1e-3,1e-4"]
+    code, _, err = cli_in_process("ppo", monkeypatch, capsys, *args, *sweep)
+    assert code == 2 and "--debug runs one configuration" in err, err
+    assert not jax.config.jax_disable_jit
 
 
 def cli(repo_root, *args):
