@@ -114,7 +114,7 @@ ESTIMATES = {  # node ids, or the start of one
     "test_pqn.py::test_pqn_cartpole_reaches_reference_return": 125,
     "test_physics.py::test_the_speed_benchmark_runs_and_writes_its_table": 120,
     "test_run_management.py::test_saved_on_two_devices_resumes_on_one_or_four_and_equal": 105,
-    "test_atari.py::test_ppo_atari_trains_through_the_cli_and_evaluates": 100,
+    "test_atari.py::test_ppo_atari_trains_repeats_its_numbers_and_evaluates": 100,
     "test_minatar.py::test_ppo_learns_breakout_minatar": 100,
     "test_dqn.py::test_dqn_cartpole_reaches_reference_return": 75,
     "test_td3.py::test_td3_pendulum_reaches_target_return": 70,

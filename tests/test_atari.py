@@ -2,8 +2,6 @@
 preprocessing with gymnax 1.0 semantics, the training-only signals, and ppo_atari.py."""
 
 import dataclasses
-import subprocess
-import sys
 
 import equinox as eqx
 import jax
@@ -13,7 +11,7 @@ import pytest
 
 pytest.importorskip("ale_py", reason="the atari extra: pip install -e '.[atari]'")
 
-from canter.algorithms import ppo_atari, trainer  # noqa: E402
+from canter.algorithms import evaluate, ppo_atari, trainer  # noqa: E402
 from canter.common.config import ConfigError  # noqa: E402
 from canter.common.envs import make_env  # noqa: E402
 from canter.common.envs.host import _seed, make_gymnasium  # noqa: E402
@@ -141,7 +139,7 @@ def test_ppo_atari_refuses_what_its_network_cannot_take():
 
 
 @pytest.mark.slow
-def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
+def test_ppo_atari_trains_repeats_its_numbers_and_evaluates(tmp_path):
     config = ppo_atari.Config(
         env=GAME,  # the default, named: the README's Atari command runs dry on this test's word
         num_seeds=2,
@@ -163,18 +161,10 @@ def test_ppo_atari_trains_through_the_cli_and_evaluates(repo_root, tmp_path):
     # The same seed gives the same numbers (simulators seeded from the run's keys).
     again = trainer.run(config, ppo_atari.make_train, algo="ppo_atari", verbose=False)
     np.testing.assert_array_equal(again.metrics["train"]["value_loss"], losses)
+    # evaluate.py's main in this process (its command line: tests/test_run_management.py).
     gif = tmp_path / "game.gif"
-    command = [
-        sys.executable,
-        str(repo_root / "algorithms" / "evaluate.py"),
-        str(tmp_path / "run"),
-        "--episodes",
-        "1",
-        "--gif",
-        str(gif),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    evaluated = evaluate.main(tmp_path / "run", episodes=1, gif=gif)
+    assert len(evaluated["returns"]) == 2 and np.all(np.isfinite(evaluated["returns"]))
     assert gif.read_bytes().startswith(b"GIF8")
 
 

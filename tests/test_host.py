@@ -268,8 +268,8 @@ def test_a_stopped_host_run_resumes_with_new_episodes_and_continues_the_metrics(
 
 
 @pytest.mark.slow
-def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path):
-    from canter.algorithms import sac
+def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(tmp_path, capsys):
+    from canter.algorithms import evaluate, sac
 
     config = sac.Config(
         env="gymnasium:Pendulum-v1",
@@ -283,19 +283,12 @@ def test_sac_on_a_box_action_space_and_the_gif_of_a_host_run(repo_root, tmp_path
     result = trainer.run(config, sac.make_train, algo="sac", verbose=False, run_dir=tmp_path / "r")
     assert np.isfinite(result.metrics["train"]["value_loss"][:, -1]).all()
     assert np.all(result.metrics["eval"]["episodic_length"] == 200)
+    # evaluate.py's main in this process (its command line: tests/test_run_management.py).
     gif = tmp_path / "episode.gif"
-    command = [
-        sys.executable,
-        str(repo_root / "algorithms" / "evaluate.py"),
-        str(tmp_path / "r"),
-        "--episodes",
-        "1",
-        "--gif",
-        str(gif),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "over 200 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
+    capsys.readouterr()
+    evaluated = evaluate.main(tmp_path / "r", episodes=1, gif=gif)
+    assert len(evaluated["returns"]) == 2 and np.all(np.isfinite(evaluated["returns"]))
+    assert "over 200 steps" in capsys.readouterr().out and gif.read_bytes().startswith(b"GIF8")
 
 
 QUIET_MUJOCO = """

@@ -194,7 +194,8 @@ def test_a_physics_state_survives_a_checkpoint(tmp_path):
 
 # A continuous algorithm end to end on a Playground task: a short run, and a GIF of it drawn
 # offscreen. SAC: its state holds a replay buffer beside the env states, the larger of the two
-# kinds (ppo_continuous trains on MJX in the learning test below); drawing does not depend on the
+# kinds (ppo_continuous's MJX program trains in the speed benchmark's test below, and learns in
+# the learning_suites tier); drawing does not depend on the
 # algorithm (evaluate.py draws every one alike), so a second MJX compile here (about a minute)
 # would add no check. Resuming such a run is held by two cheaper tests: MJX and Brax states
 # round-trip through a checkpoint bit for bit (test_a_physics_state_survives_a_checkpoint), and
@@ -204,10 +205,8 @@ TINY_SAC = dict(num_envs=4, batch_size=16, buffer_size=256, learning_starts=32)
 
 
 @pytest.mark.slow  # an MJX program compiles: about a minute on 2 cores
-def test_sac_trains_and_draws_on_playground(repo_root, tmp_path):
-    import os
-
-    from canter.algorithms import sac, trainer
+def test_sac_trains_and_draws_on_playground(tmp_path, capsys):
+    from canter.algorithms import evaluate, sac, trainer
 
     config = sac.Config(
         env=CARTPOLE,
@@ -224,18 +223,15 @@ def test_sac_trains_and_draws_on_playground(repo_root, tmp_path):
     returns = np.asarray(result.summary["eval_return"])
     assert returns.shape == (2,) and np.all(np.isfinite(returns))
 
+    # evaluate.py's main in this process (its command line and a MuJoCo GIF drawn offscreen
+    # without a display are tests/test_run_management.py's and tests/test_host.py's, through
+    # the same renderer). The first 10 of the episode's 1000 steps: each drawn step is a call to
+    # the MJX step, and the whole episode took about 4 minutes here.
     gif = tmp_path / "cartpole.gif"
-    evaluate = [sys.executable, str(repo_root / "algorithms" / "evaluate.py"), str(tmp_path / "r")]
-    # The first 10 of the episode's 1000 steps: each drawn step is a call to the MJX step, and
-    # the whole episode took about 4 minutes here.
-    command = evaluate + ["--episodes", "1", "--gif", str(gif), "--gif-steps", "10"]
-    # Offscreen, as MuJoCo draws without a display (tests/test_host.py checks the one-line
-    # refusal where a backend cannot draw).
-    headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    headless.pop("MUJOCO_GL", None)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=headless)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "over 10 steps" in done.stdout and gif.read_bytes().startswith(b"GIF8")
+    capsys.readouterr()
+    evaluated = evaluate.main(tmp_path / "r", episodes=1, gif=gif, gif_steps=10)
+    assert len(evaluated["returns"]) == 2 and np.all(np.isfinite(evaluated["returns"]))
+    assert "over 10 steps" in capsys.readouterr().out and gif.read_bytes().startswith(b"GIF8")
 
 
 # ppo_continuous's preset: the one MJX PPO program of the default and slow tiers (sac's compiles
@@ -245,17 +241,18 @@ def test_sac_trains_and_draws_on_playground(repo_root, tmp_path):
 def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     import json
 
-    args = ["--envs-jax", CARTPOLE, "--widths", "4", "--steps", "2", "--calls", "1"]
+    # 8 envs, the preset's width: the canter way's row is its ceiling (a width the table leaves
+    # out is measured in one more process, and each builds the MJX env: about 30 s here).
+    args = ["--envs-jax", CARTPOLE, "--widths", "8", "--steps", "2", "--calls", "1"]
     args += ["--repeats", "1", "--ways", "canter", "no-reset", "--out", str(tmp_path)]
     small = "num_envs=8,num_steps=4,num_minibatches=2,update_epochs=1"
-    # Its ceiling at 8 envs is measured too.
     args += ["--presets", f"ppo_continuous:CartpoleBalance:{small}", "--seconds", "0"]
     command = [sys.executable, "benchmarks/speed_physics.py", *args]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "speed_physics.json").read_text())
-    (canter,) = record["results"][f"{CARTPOLE} | canter"]["4"]["rounds"]
-    assert canter["steps"] == 4 * 2 and canter["steps_per_s"] > 0 and canter["ended"] == 0
+    (canter,) = record["results"][f"{CARTPOLE} | canter"]["8"]["rounds"]
+    assert canter["steps"] == 8 * 2 and canter["steps_per_s"] > 0 and canter["ended"] == 0
     table = (tmp_path / "speed_physics.md").read_text()
     assert f"| {CARTPOLE} | canter |" in table and f"| {CARTPOLE} | no-reset |" in table
     preset = record["presets"][f"ppo_continuous:CartpoleBalance:{small}"]

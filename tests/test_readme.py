@@ -61,7 +61,7 @@ TRAINED_ELSEWHERE = {
         "test_host.py::test_mujoco_halfcheetah_repeats_its_numbers_and_draws_offscreen"
     ],
     "ppo_atari.py --env gymnasium:ALE/Breakout-v5": [
-        "test_atari.py::test_ppo_atari_trains_through_the_cli_and_evaluates"
+        "test_atari.py::test_ppo_atari_trains_repeats_its_numbers_and_evaluates"
     ],
     "ppo.py --preset Craftax-Classic": [
         "test_craftax.py::test_ppo_learns_craftax_classic_beyond_random_actions"
@@ -313,11 +313,13 @@ def test_readme_commands_run(block, part, tmp_path):
 
 @pytest.mark.slow
 def test_readme_python_snippet_runs(tmp_path):
+    from tests.checks import training_env
+
     (snippet,) = blocks("python")
-    done = subprocess.run(
+    done = subprocess.run(  # 1,000,000 env steps of PPO: mostly training
         [sys.executable, "-c", snippet],
         cwd=tmp_path,
-        env=environment(),
+        env=training_env(WANDB_MODE="offline", WANDB_SILENT="true"),
         capture_output=True,
         text=True,
         timeout=600,

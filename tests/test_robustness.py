@@ -19,7 +19,7 @@ from canter.common.run.cli import EXIT_DIVERGED, EXIT_PREEMPTED
 from canter.common.run.debug import first_non_finite, run_debug
 from canter.common.run.health import finite
 
-from tests.checks import cli_in_process
+from tests.checks import cli_in_process, training_env
 
 # 5 intervals of 2 iterations, 2 seeds (as in test_run_management).
 SMALL = ppo.Config(
@@ -314,9 +314,12 @@ def test_debug_cli_says_what_it_turned_on(repo_root, monkeypatch, capsys):
     assert not jax.config.jax_disable_jit
 
 
-def cli(repo_root, *args):
+def cli(repo_root, *args, training=False):
+    """ppo.py ARGS in a fresh process; `training`: a run long enough to be signalled, whose time
+    goes to training (tests/checks.py, training_env)."""
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=training_env() if training else None, **pipes)
 
 
 def wait_for_rows(path, rows, process, timeout=600):
@@ -348,10 +351,10 @@ def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(repo_
     # SIGTERM here, SIGINT in the compile test below: one handler takes both
     # (common/run/interrupts.py), each checked once end to end.
     sig = signal.SIGTERM
-    whole = cli(repo_root, *LONG, "--run-dir", str(tmp_path / "whole"))
+    whole = cli(repo_root, *LONG, "--run-dir", str(tmp_path / "whole"), training=True)
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
     cut = tmp_path / "cut"
-    victim = cli(repo_root, *LONG, "--run-dir", str(cut))
+    victim = cli(repo_root, *LONG, "--run-dir", str(cut), training=True)
     wait_for_rows(cut / "seed_0" / "metrics.csv", 3, victim)
     victim.send_signal(sig)
     out, err = victim.communicate(timeout=600)
@@ -360,7 +363,7 @@ def test_a_signal_checkpoints_the_interval_and_resume_equals_the_whole_run(repo_
     assert 3 <= saved < 40  # the interval in flight was finished and saved, not the whole run
     assert f"stopped ({sig.name}) after interval {saved}/40" in out
     assert f"--resume {cut}" in out
-    resumed = cli(repo_root, "--resume", str(cut))
+    resumed = cli(repo_root, "--resume", str(cut), training=True)
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
@@ -386,7 +389,7 @@ def test_a_second_signal_exits_at_once_and_keeps_the_previous_checkpoint(repo_ro
         "--checkpoint-every",
         "1",
     ]
-    victim = cli(repo_root, *slow, "--run-dir", str(cut))
+    victim = cli(repo_root, *slow, "--run-dir", str(cut), training=True)
     wait_for_rows(cut / "seed_0" / "metrics.csv", 1, victim)
     while not (cut / "checkpoint.eqx").exists():
         time.sleep(0.02)
