@@ -205,7 +205,7 @@ TINY_SAC = dict(num_envs=4, batch_size=16, buffer_size=256, learning_starts=32)
 
 
 @pytest.mark.slow  # an MJX program compiles: about a minute on 2 cores
-def test_sac_trains_and_draws_on_playground(tmp_path, capsys):
+def test_sac_trains_and_draws_on_playground(tmp_path):
     from canter.algorithms import evaluate, sac, trainer
 
     config = sac.Config(
@@ -223,15 +223,16 @@ def test_sac_trains_and_draws_on_playground(tmp_path, capsys):
     returns = np.asarray(result.summary["eval_return"])
     assert returns.shape == (2,) and np.all(np.isfinite(returns))
 
-    # evaluate.py's main in this process (its command line and a MuJoCo GIF drawn offscreen
-    # without a display are tests/test_run_management.py's and tests/test_host.py's, through
-    # the same renderer). The first 10 of the episode's 1000 steps: each drawn step is a call to
-    # the MJX step, and the whole episode took about 4 minutes here.
+    # The GIF as evaluate.py draws it, from the saved run, in this process: the greedy
+    # evaluation on MJX is the one training ran above (evaluate.py's own program and its command
+    # line are tests/test_run_management.py's; a MuJoCo GIF drawn offscreen without a display is
+    # tests/test_host.py's, through the same renderer). The first 10 of the episode's 1000
+    # steps: each drawn step is a call to the MJX step, and the whole episode took about 4
+    # minutes here.
     gif = tmp_path / "cartpole.gif"
-    capsys.readouterr()
-    evaluated = evaluate.main(tmp_path / "r", episodes=1, gif=gif, gif_steps=10)
-    assert len(evaluated["returns"]) == 2 and np.all(np.isfinite(evaluated["returns"]))
-    assert "over 10 steps" in capsys.readouterr().out and gif.read_bytes().startswith(b"GIF8")
+    module, _, configs, state, _ = evaluate.load_run(tmp_path / "r", episodes=1)
+    total, length = evaluate.render_gif(module, configs, state, 1, gif, seed=0, steps=10)
+    assert length == 10 and np.isfinite(total) and gif.read_bytes().startswith(b"GIF8")
 
 
 # ppo_continuous's preset: the one MJX PPO program of the default and slow tiers (sac's compiles
