@@ -5,6 +5,7 @@ import fcntl
 import importlib
 import importlib.util
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -90,8 +91,6 @@ def training_env(**more: str) -> dict[str, str]:
     """The environment for a subprocess whose time goes to training rather than compiling:
     XLA:CPU's fusion emitters back on. tests/conftest.py turns them off for the default and slow
     tiers, which compiles faster but ran PPO's CartPole training 1.8 times slower."""
-    import os
-
     flags = os.environ.get("XLA_FLAGS", "").replace("--xla_cpu_use_fusion_emitters=false", "")
     return {**os.environ, "XLA_FLAGS": " ".join(flags.split()), **more}
 

@@ -224,7 +224,7 @@ def test_the_commands_run_dry_are_trained_by_the_tests_named():
         else:
             env = module.Config().env
             # The default env: a test that builds its Config without an env trains it too.
-            default = f"{args[1].split('/')[-1][:-3]}.Config(" in sources[0]
+            default = f"{Path(args[1]).stem}.Config(" in sources[0]
             if default and not re.search(r"\benv\s*=", sources[0]):
                 continue
         assert env in sources[0], (

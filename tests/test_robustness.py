@@ -261,7 +261,7 @@ EAGER = dataclasses.replace(
 )
 
 
-@pytest.mark.slow  # eager PPO iterations: 20-30 s
+@pytest.mark.slow  # eager PPO iterations: 30-50 s on 2 busy cores
 def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     seen = []
 
