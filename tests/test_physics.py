@@ -243,7 +243,7 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     import json
 
     # 8 envs, the preset's width: the canter way's row is its ceiling (a width the table leaves
-    # out is measured in one more process, and each builds the MJX env: about 30 s here).
+    # out is measured in one more process, and each builds the MJX env: about 13 s here).
     args = ["--envs-jax", CARTPOLE, "--widths", "8", "--steps", "2", "--calls", "1"]
     args += ["--repeats", "1", "--ways", "canter", "no-reset", "--out", str(tmp_path)]
     small = "num_envs=8,num_steps=4,num_minibatches=2,update_epochs=1"
