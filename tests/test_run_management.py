@@ -69,7 +69,7 @@ def test_resume_equals_uninterrupted_run(uninterrupted, tmp_path):
     )
     # Bit for bit on the device count that saved it (docs/running.md; in fresh processes too,
     # tests/test_robustness.py's signal test); on another count, equal to float rounding
-    # (test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device).
+    # (test_multihost_run_resumes_there_and_on_one_or_four_devices_equal_to_one_process).
     assert difference == 0, f"largest difference, resumed vs uninterrupted: {difference:.3g}"
     for seed in (0, 1):
         head, rows = csv_rows(tmp_path / f"seed_{seed}" / "metrics.csv")
@@ -161,27 +161,26 @@ def test_sweep_rejects_static_and_unknown_fields():
     assert parse_sweep(["gamma=0.9,0.99"], ppo.Config) == {"gamma": [0.9, 0.99]}
 
 
-DEVICE_SCRIPT = """
+RESUME_SCRIPT = """
 import json, sys
 from pathlib import Path
 import jax
 import tests.test_run_management as t
-devices, run_dir, mode = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+devices, run_dir = int(sys.argv[1]), Path(sys.argv[2])
 assert jax.device_count() == devices, jax.devices()
-more = dict(checkpoint_every=1, stop_after=2) if mode == "stop" else dict(resume=True)
-result = t.run(t.DEVICES_CONFIG, run_dir=run_dir, **more)
+result = t.run(t.DEVICES_CONFIG, run_dir=run_dir, resume=True)
 print(json.dumps({k: v.tolist() for k, v in result.metrics["train"].items()}))
 """
 # 3 seeds: padded to 4 on 2 devices, 3 devices used of 4; no clipping (inf in config.json).
 DEVICES_CONFIG = dataclasses.replace(SMALL, num_seeds=3, max_grad_norm=float("inf"))
 
 
-def on_devices(repo_root, devices, run_dir, mode, script=DEVICE_SCRIPT):
-    """`script` in a fresh process with `devices` CPU devices; the JSON it prints last."""
+def resumed_on(repo_root, devices, run_dir):
+    """The run in `run_dir` resumed in a fresh process with `devices` CPU devices: its metrics."""
     count = f"--xla_force_host_platform_device_count={devices}"
     env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {count}"}
     done = subprocess.run(
-        [sys.executable, "-c", script, str(devices), str(run_dir), mode],
+        [sys.executable, "-c", RESUME_SCRIPT, str(devices), str(run_dir)],
         capture_output=True,
         text=True,
         env=env,
@@ -192,24 +191,8 @@ def on_devices(repo_root, devices, run_dir, mode, script=DEVICE_SCRIPT):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
-def test_saved_on_two_devices_resumes_on_one_or_four_and_equals_one_device(repo_root, tmp_path):
-    import shutil
-
-    _, single = jax.jit(jax.vmap(ppo.make_train(DEVICES_CONFIG)))(trainer.seed_keys(0, 3))
-    first = on_devices(repo_root, 2, tmp_path / "a", "stop")  # sharded over two devices
-    for name, value in first.items():
-        np.testing.assert_allclose(value, single["train"][name][:, :2], rtol=1e-4, atol=1e-4)
-    shutil.copytree(tmp_path / "a", tmp_path / "b")
-    for devices, run_dir in ((1, tmp_path / "a"), (4, tmp_path / "b")):
-        resumed = on_devices(repo_root, devices, run_dir, "resume")
-        for name, value in single["train"].items():
-            np.testing.assert_allclose(resumed[name], value, rtol=1e-4, atol=1e-4)
-    assert json.loads((tmp_path / "b" / "config.json").read_text())["max_grad_norm"] == "inf"
-
-
 MULTIHOST_SCRIPT = """
-import json, sys, time
+import json, shutil, sys, time
 from pathlib import Path
 import jax
 port, process_id, run_dir = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
@@ -219,22 +202,26 @@ jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=proc
 import tests.test_run_management as t  # imports gymnax: after initialize
 from canter.common.run import checkpoint
 assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
-config = t.dataclasses.replace(t.SMALL, num_seeds=3)  # 3 entries over 2 processes, padded
 # Process 1 late, as on a loaded host: process 0 reaches the run first and waits for it before
 # claiming the directory. The delay is the scenario, not a synchronisation: the outcome is the
 # same whichever process arrives first.
 if process_id == 1:
     time.sleep(5)
-first = t.run(config, run_dir=run_dir, checkpoint_every=1, stop_after=2)
+# 3 seeds over 2 processes, padded to 4.
+first = t.run(t.DEVICES_CONFIG, run_dir=run_dir, checkpoint_every=1, stop_after=2)
 header, _ = checkpoint.read_header(run_dir / "checkpoint.eqx")  # on disk, from process 0 only
-result = t.run(config, run_dir=run_dir, resume=True)  # reads that file back
-train = {k: v.tolist() for k, v in result.metrics["train"].items()}
+if process_id == 0:  # copies of the stopped run, for the test to resume on 1 and 4 devices
+    for copy in ("one", "four"):
+        shutil.copytree(run_dir, run_dir.with_name(copy))
+result = t.run(t.DEVICES_CONFIG, run_dir=run_dir, resume=True)  # reads that file back
+metrics = lambda m: {k: v.tolist() for k, v in m.items()}
 # One seed's envs and minibatches split over the two processes (--data-parallel).
 split = t.run(t.SPLIT_CONFIG, data_parallel=True)
 print(json.dumps({
     "process": process_id, "first": first.summary["intervals"], "saved": header["interval"],
-    "intervals": result.summary["intervals"], "train": train,
-    "split": {g: {k: v.tolist() for k, v in m.items()} for g, m in split.metrics.items()},
+    "stopped": metrics(first.metrics["train"]), "intervals": result.summary["intervals"],
+    "train": metrics(result.metrics["train"]),
+    "split": {g: metrics(m) for g, m in split.metrics.items()},
 }))
 """
 # Two intervals of 2 iterations, 8 envs: each process steps 4 and takes half of each minibatch.
@@ -243,33 +230,39 @@ SPLIT_CONFIG = dataclasses.replace(
 )
 
 
-def multihost_results(repo_root, run_dir):
-    outputs = two_processes(repo_root, MULTIHOST_SCRIPT, str(run_dir))
-    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
+def assert_close(a, b, **names):
+    for name, value in b.items():
+        np.testing.assert_allclose(a[name], value, rtol=1e-4, atol=1e-4, err_msg=f"{name} {names}")
 
 
-@pytest.mark.slow
-def test_multihost_two_processes_checkpoint_resume_and_equal_one_process(repo_root, tmp_path):
-    # Two processes stop after two intervals (a checkpoint on disk), then resume from it; then
-    # one seed split over both (data parallel across hosts: gradients averaged through gloo).
+@pytest.mark.slow  # four processes: two together, then one after the other
+def test_multihost_run_resumes_there_and_on_one_or_four_devices_equal_to_one_process(
+    repo_root, tmp_path
+):
+    """Two processes of one device each stop after two intervals (a checkpoint on disk, written
+    by process 0), resume from it together, then split one seed over both (data parallel across
+    hosts: gradients averaged through gloo). Copies of the stopped run resume in one process on
+    one device and on four. Every way ends with the numbers of one uninterrupted process."""
     run_dir = tmp_path / "run"
-    results = multihost_results(repo_root, run_dir)
+    outputs = two_processes(repo_root, MULTIHOST_SCRIPT, str(run_dir))
+    results = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     assert [(r["first"], r["saved"]) for r in results] == [(2, 2), (2, 2)]
     assert not list(run_dir.glob(".*.tmp"))
-    single = run(dataclasses.replace(SMALL, num_seeds=3))
+    single = run(DEVICES_CONFIG)
+    whole = single.metrics["train"]
     for result in results:  # every process ends with the whole batch of metrics
+        assert_close(result["stopped"], {k: v[:, :2] for k, v in whole.items()}, stopped=True)
         assert result["intervals"] == single.summary["intervals"]
-        for name, value in single.metrics["train"].items():
-            np.testing.assert_allclose(result["train"][name], value, rtol=1e-4, atol=1e-4)
+        assert_close(result["train"], whole)
     _, rows = csv_rows(run_dir / "seed_2" / "metrics.csv")
     assert [row[0] for row in rows] == list(range(1, single.summary["intervals"] + 1))
+    for devices, copy in ((1, "one"), (4, "four")):
+        assert_close(resumed_on(repo_root, devices, tmp_path / copy), whole, devices=devices)
+    assert json.loads((tmp_path / "four" / "config.json").read_text())["max_grad_norm"] == "inf"
     one_device = run(SPLIT_CONFIG)
     for result in results:  # both processes report the whole run
         for group, metrics in one_device.metrics.items():
-            for name, value in metrics.items():
-                np.testing.assert_allclose(
-                    result["split"][group][name], value, rtol=1e-4, atol=1e-4, err_msg=name
-                )
+            assert_close(result["split"][group], metrics, group=group)
 
 
 @pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
