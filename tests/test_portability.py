@@ -39,6 +39,19 @@ def test_orthogonal_is_batched_under_vmap():
     assert not np.allclose(batch[0], batch[1])
 
 
+def test_with_jit_off_orthogonal_takes_numpys_qr_and_gives_the_jitted_values():
+    """`--debug` runs op by op: the Gram-Schmidt loop would be thousands of dispatches per layer,
+    so the host's QR of the same draw stands in for it, equal to float tolerance."""
+    key, shape = jax.random.key(5), (64, 33)
+    jitted = np.asarray(jax.jit(lambda k: orthogonal(k, shape, 2.0))(key))
+    with jax.disable_jit():
+        eager = orthogonal(key, shape, 2.0)
+        text = str(jax.make_jaxpr(lambda k: orthogonal(k, shape))(key))
+    assert isinstance(eager, jax.Array) and eager.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(eager), jitted, atol=2e-6)
+    assert "branches_platforms" in text  # a trace (make_jaxpr) keeps the program's path
+
+
 def test_off_the_cpu_orthogonal_is_jaxs_own_initializer():
     """On a GPU the QR is one library call, where the blocked Gram-Schmidt is a loop of about
     a kernel per column: the program lowered for the CPU holds the loop and no QR, the one

@@ -28,6 +28,7 @@ machine, or compiled ahead of time for a GPU on a CPU-only one, takes its platfo
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 
@@ -70,8 +71,25 @@ def orthogonal(
         q = orthonormal_columns(jax.random.normal(key, (max(rows, cols), min(rows, cols))))
         return scale * (q if rows >= cols else q.T)
 
+    if jax.config.jax_disable_jit and not isinstance(key, jax.core.Tracer):
+        return host_orthogonal(key, shape, scale)
     qr = jax.nn.initializers.orthogonal(scale)
     return jax.lax.platform_dependent(key, cpu=gram_schmidt, default=lambda k: qr(k, shape))
+
+
+def host_orthogonal(
+    key: PRNGKeyArray, shape: tuple[int, int], scale: float
+) -> Float[Array, "rows cols"]:
+    """`orthogonal` with jit off (`--debug`, common/run/debug.py), from NumPy's QR of the same
+    Gaussian draw: run op by op, the Gram-Schmidt above is thousands of dispatches per layer
+    (PPO's two-iteration `--debug` run took 38 s with them, 35 s without, on 2 cores), and
+    NumPy's LAPACK is not XLA:CPU's thread pool. Equal to the jitted values to float
+    tolerance, as the two paths are."""
+    rows, cols = shape
+    a = np.asarray(jax.random.normal(key, (max(rows, cols), min(rows, cols))), np.float64)
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))  # diag(R) > 0, JAX's convention
+    return jnp.asarray(scale * (q if rows >= cols else q.T), jnp.float32)
 
 
 def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArray) -> eqx.nn.Linear:
