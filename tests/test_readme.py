@@ -4,10 +4,10 @@ Every line of its bash blocks is accounted for: training, evaluation and file co
 a tiny budget appended) in a scratch directory whose algorithms/ links to the repository's
 files, so nothing is written into the repository; `RUN_DIR` stands for the run directory the
 previous run wrote, and `~/` for a scratch home. A command whose algorithm another test trains
-on the same env runs with --dry-run instead (TRAINED_ELSEWHERE). Set-up, install and CI lines
-are checked against .ci/run and pyproject.toml instead of run, and a command whose extra is not
-installed is checked against the script's --help. The Python snippet runs as it stands, at a
-tiny budget.
+on the same env runs with --dry-run instead (TRAINED_ELSEWHERE); dry runs run in this process.
+Set-up, install and CI lines are checked against .ci/run and pyproject.toml instead of run, and
+a command whose extra is not installed is checked against the script's --help. The Python
+snippet runs as it stands, at a tiny budget.
 """
 
 import ast
@@ -21,6 +21,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from tests.checks import cli_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -257,7 +259,7 @@ def environment() -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block, part", PARTS, ids=[f"block{i}-part{j}" for i, j in PARTS])
-def test_readme_commands_run(block, part, tmp_path):
+def test_readme_commands_run(block, part, tmp_path, monkeypatch, capsys):
     work, home = workspace(tmp_path), tmp_path / "home"
     cwd, run_dir = work, None
     for command in parts(BASH[block])[part]:
@@ -293,16 +295,22 @@ def test_readme_commands_run(block, part, tmp_path):
             for flag in (w for w in words if w.startswith("--")):
                 assert flag in shown.stdout, f"{command}: {flag} not in --help ({module} missing)"
             continue
-        dry = trained_elsewhere(original)
-        if dry:
-            words = [sys.executable, *shlex.split(command)[1:], "--dry-run"]
+        if trained_elsewhere(original) or "--dry-run" in words:
+            # Ends before compiling: the script's `main` in this process (tests/checks.py,
+            # cli_in_process), without an interpreter's start (5 s or more each here).
+            args = [w for w in shlex.split(command)[2:] if w != "--dry-run"]
+            monkeypatch.chdir(cwd)
+            for name, value in environment().items():
+                monkeypatch.setenv(name, value)
+            algo = Path(shlex.split(command)[1]).stem
+            code, out, err = cli_in_process(algo, monkeypatch, capsys, *args, "--dry-run")
+            assert code == 0, f"`{command}` failed:\n{out[-3000:]}\n{err}"
+            assert "dry run: checked" in out, out
+            continue
         done = subprocess.run(
             words, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, f"`{command}` failed:\n{done.stdout[-3000:]}\n{done.stderr}"
-        if dry:
-            assert "dry run: checked" in done.stdout, done.stdout
-            continue
         if wrote := re.findall(r"^\s*wrote (\S+)\s*$", done.stdout, re.MULTILINE):
             run_dir = cwd / wrote[-1]
             assert (run_dir / "config.json").is_file(), run_dir
