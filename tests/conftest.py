@@ -141,7 +141,6 @@ ESTIMATES = {  # node ids, or the start of one
     "test_learning.py::test_ppo_cartpole_reaches_reference_return": 30,
     "test_minatar.py::test_cli_minatar_preset_records_its_settings_and_renders": 30,
     "test_benchmarks.py::test_speed_worker_measures_canter_updates_alone": 30,
-    "test_cli.py::test_persistent_compile_cache_in_the_user_cache_dir[flag0-True]": 30,
     "test_craftax.py::test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_w": 30,
     "test_ppo_rnn.py::test_memory_probe_is_solved_only_with_memory": 30,
 }

@@ -13,17 +13,27 @@ from tests.checks import cli_in_process
 TINY = ["--total-timesteps", "2048", "--eval-every", "1024", "--num-eval-envs", "2"]
 
 
-def ppo(repo_root, *args, cwd=None):
+def ppo(repo_root, *args, cwd=None, env=None):
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
-@pytest.mark.slow  # a CLI process that compiles and trains
+def user_cache(tmp_path):
+    """The environment of a CLI process whose JAX cache is the user's (XDG_CACHE_HOME under
+    `tmp_path`, not the test session's) and that cache's directory."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    return env, tmp_path / "cache" / "canter" / "jax"
+
+
+@pytest.mark.slow  # a CLI process that compiles (cold) and trains
 def test_smoke_run_writes_the_run_directory(repo_root, tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
     args = ["--num-seeds", "2", "--seed", "3", "--lr", "1e-3"]  # --lr: learning_rate's alias
-    done = ppo(repo_root, *TINY, *args, "--run-dir", str(run_dir))
+    env, cache = user_cache(tmp_path)  # the persistent compilation cache where users get it
+    done = ppo(repo_root, *TINY, *args, "--run-dir", str(run_dir), env=env)
     assert done.returncode == 0, done.stderr
+    assert cache.is_dir() and list(cache.iterdir())
     assert "[  2/2] env steps" in done.stdout and "env steps/s" in done.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     for key in ("env", "algo", "num_seeds", "total_timesteps", "compile_s", "run_s"):
@@ -109,24 +119,6 @@ def test_dry_run_checks_every_sweep_point_and_writes_nothing(
     assert code == 2 and "learning_rate" in err, err
 
 
-@pytest.mark.slow  # two CLI processes: about 20 s each
-@pytest.mark.parametrize("flag, cached", [([], True), (["--no-compile-cache"], False)])
-def test_persistent_compile_cache_in_the_user_cache_dir(repo_root, tmp_path, flag, cached):
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *TINY, *flag]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()  # the default run directory
-    assert run_dir.name.startswith("CartPole-v1__ppo__0__")
-    assert (run_dir / "summary.json").exists()
-    cache = tmp_path / "cache" / "canter" / "jax"
-    entries = list(cache.iterdir()) if cache.exists() else []
-    assert bool(entries) == cached, entries
-
-
 def test_default_run_name_is_one_safe_folder_and_new_run_dir_never_reuses(tmp_path):
     from canter.common.run.rundir import new_run_dir, run_name
 
@@ -139,20 +131,24 @@ def test_default_run_name_is_one_safe_folder_and_new_run_dir_never_reuses(tmp_pa
     assert all(p.is_dir() and p.parent == base.parent for p in made)
 
 
-def start(repo_root, *args, cwd=None):
+def start(repo_root, *args, cwd=None, env=None):
     command = [sys.executable, str(repo_root / "algorithms" / "ppo.py"), *args]
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env
     )
 
 
 @pytest.mark.slow  # four tiny CLI runs, two at a time
 def test_two_processes_started_together_never_share_a_run_directory(repo_root, tmp_path):
-    # The default name: the same second, two directories, each with its own run.
-    pair = [start(repo_root, *TINY, "--seed", str(s), cwd=tmp_path) for s in (0, 0)]
+    # The default name: the same second, two directories, each with its own run; compiled
+    # without the persistent cache (--no-compile-cache: nothing written to the user's).
+    env, cache = user_cache(tmp_path)
+    args = [*TINY, "--seed", "0", "--no-compile-cache"]
+    pair = [start(repo_root, *args, cwd=tmp_path, env=env) for _ in range(2)]
     for p in pair:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
+    assert not cache.exists() or not list(cache.iterdir())
     dirs = sorted((tmp_path / "runs").iterdir())
     assert len(dirs) == 2, dirs
     for d in dirs:

@@ -195,3 +195,33 @@ def test_the_log_extra_installs_tensorboard_which_opens_the_event_files(tmp_path
     events.Reload()
     [scalar] = events.Scalars("charts/episodic_return")
     assert (scalar.step, scalar.value) == (3, 12.5)
+
+
+DEFERRED_SCRIPT = """
+import sys
+from canter.common.envs import _Deferred, make_env
+make_env("CartPole-v1")  # imports gymnax, and with it Pong's and Catch's modules
+before = {name: type(sys.modules[name]) is _Deferred for name in ("seaborn", "matplotlib.pyplot")}
+import matplotlib.pyplot as plt
+import seaborn as sns
+palette = sns.color_palette("cubehelix", 3)  # as gymnax's Pong draws
+figure, _ = plt.subplots()
+after = {name: type(sys.modules[name]) is _Deferred for name in ("seaborn", "matplotlib.pyplot")}
+print(before, after, len(palette), type(figure).__name__)
+"""
+
+
+def test_gymnaxs_plotting_modules_are_imported_only_when_used():
+    """common/envs/__init__.py: seaborn and pyplot stand deferred in sys.modules after gymnax is
+    imported (2.3 s of every CLI start), and work as themselves once read."""
+    done = subprocess.run(
+        [sys.executable, "-c", DEFERRED_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    deferred = "{'seaborn': True, 'matplotlib.pyplot': True}"
+    loaded = "{'seaborn': False, 'matplotlib.pyplot': False}"
+    assert done.stdout.split() == [*deferred.split(), *loaded.split(), "3", "Figure"], done.stdout
