@@ -63,7 +63,7 @@ FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters
 def pytest_configure(config):
     from jax._src import xla_bridge
 
-    learning = re.search(r"(?<!not )\blearning(_suites)?\b", config.option.markexpr or "")
+    learning = re.search(r"(?<!not )\blearning(_extra)?\b", config.option.markexpr or "")
     if not learning and "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
         # Before JAX starts its backend, which reads XLA_FLAGS once; subprocesses inherit it.
         assert not xla_bridge.backends_are_initialized(), "JAX started before the tests' flags"
@@ -95,7 +95,7 @@ def repo_root():
 # workers in collection order, each to the first that is free: the longest first, so that no
 # worker ends alone on a long file (longest-processing-time-first). A file's cost is the sum of
 # its tests' estimates: worker seconds measured in whole runs of the slow and learning tiers
-# on 2 busy cores (2026-11-29, the twenty-first session; the learning_suites ones from the run
+# on 2 busy cores (2026-11-29, the twenty-first session; the learning_extra ones from the run
 # before), rounded to 5 s, for the tests of 30 s or more; any other learning test counts 100 s,
 # any other slow test 20 s, a default-tier test 2 s. Only the order changes, never what runs;
 # tests keep their order within a file (xdist keeps the files' order: --no-loadscope-reorder).
@@ -152,7 +152,7 @@ def estimate(item: pytest.Item) -> float:
     if known:
         return known[0]
     marks = {m.name for m in item.iter_markers()}
-    return 100 if marks & {"learning", "learning_suites"} else 20 if "slow" in marks else 2
+    return 100 if marks & {"learning", "learning_extra"} else 20 if "slow" in marks else 2
 
 
 @pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselect: the costs are of what runs

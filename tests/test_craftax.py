@@ -223,7 +223,7 @@ CLASSIC_PPO = dict(
 RANDOM_CLASSIC_RETURN, CLASSIC_THRESHOLD = 1.42, 2.2
 
 
-@pytest.mark.learning_suites
+@pytest.mark.learning_extra
 def test_ppo_learns_craftax_classic_beyond_random_actions():
     from canter.algorithms import ppo, trainer
 

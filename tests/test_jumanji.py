@@ -289,7 +289,7 @@ def random_valid_return(episodes: int) -> float:
     return float(run(jax.random.key(0))["episodic_return"])
 
 
-@pytest.mark.learning_suites
+@pytest.mark.learning_extra
 @NEEDS_JUMANJI
 def test_ppo_with_masks_beats_random_valid_items_on_knapsack():
     assert random_valid_return(1000) == pytest.approx(RANDOM_VALID_RETURN, abs=0.15)

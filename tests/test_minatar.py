@@ -288,7 +288,7 @@ def test_an_env_first_built_under_a_trace_holds_no_tracers():
     assert jax.jit(env.step)(jax.random.key(1), state, 1, params)[0].shape == (400,)
 
 
-@pytest.mark.learning_suites
+@pytest.mark.learning_extra
 def test_ppo_learns_breakout_minatar():
     """gymnax-blines' PPO preset on Breakout-MinAtar for 327,680 env steps (3% of the reference
     budget), 2 seeds, one per CPU device of a test worker (three would be padded to four).

@@ -195,7 +195,7 @@ def test_a_physics_state_survives_a_checkpoint(tmp_path):
 # A continuous algorithm end to end on a Playground task: a short run, and a GIF of it drawn
 # offscreen. SAC: its state holds a replay buffer beside the env states, the larger of the two
 # kinds (ppo_continuous's MJX program trains in the speed benchmark's test below, and learns in
-# the learning_suites tier); drawing does not depend on the
+# the learning_extra tier); drawing does not depend on the
 # algorithm (evaluate.py draws every one alike), so a second MJX compile here (about a minute)
 # would add no check. Resuming such a run is held by two cheaper tests: MJX and Brax states
 # round-trip through a checkpoint bit for bit (test_a_physics_state_survives_a_checkpoint), and
@@ -237,7 +237,7 @@ def test_sac_trains_and_draws_on_playground(tmp_path):
 
 # ppo_continuous's preset: the one MJX PPO program of the default and slow tiers (sac's compiles
 # in test_sac_trains_and_draws_on_playground above; ppo_continuous learns on MJX in the
-# learning_suites tier, which CI leaves out).
+# learning_extra tier, which CI leaves out).
 @pytest.mark.slow  # small MJX programs and a PPO preset compile
 def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     import json
@@ -282,7 +282,7 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
 RANDOM_CARTPOLE_BALANCE = 344.4
 
 
-@pytest.mark.learning_suites
+@pytest.mark.learning_extra
 def test_ppo_continuous_balances_the_playground_cartpole():
     from canter.algorithms import ppo_continuous, trainer
 

@@ -243,7 +243,7 @@ def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, n
 # --- learning
 
 
-@pytest.mark.learning
+@pytest.mark.learning_extra
 def test_cartpole_reaches_reference_return():
     config = pr.Config(env="CartPole-v1", num_seeds=4)
     result = trainer.run(config, pr.make_train, algo="ppo_rnn", verbose=False)
@@ -254,7 +254,7 @@ def test_cartpole_reaches_reference_return():
     assert result.summary["final_return_mean"] >= 450, result.summary
 
 
-@pytest.mark.learning
+@pytest.mark.learning_extra
 def test_memory_beats_feed_forward_ppo_without_velocities():
     # Measured (5e5 steps): ppo_rnn eval 459.9, train 273.1 over 8 seeds (heads of gain 2;
     # 378 and 273 over 4 with sqrt(2)); ppo eval 41, train 50.

@@ -47,7 +47,7 @@ TINY = {
 # them took 969 s of a whole run on 2 cores, 349 s after). Each test named must exist, and the
 # first must train the env the command names: its source, or a module-level constant it uses,
 # holds the env id that the dry run prints. Everything else runs at a tiny budget. Craftax's and
-# Jumanji's PPO programs are trained by learning_suites tests, which CI leaves out for time
+# Jumanji's PPO programs are trained by learning_extra tests, which CI leaves out for time
 # (tests/README.md): in CI their adapters are held by the slow tier's env tests.
 TRAINED_ELSEWHERE = {
     "ppo.py --num-seeds 8": ["test_cli.py::test_smoke_run_writes_the_run_directory"],
