@@ -254,7 +254,7 @@ def test_the_playground_preset_is_brax_sac_at_its_published_sizes():
 # --- learning
 
 
-@pytest.mark.learning
+@pytest.mark.learning_extra  # outside CI for time (tests/README.md)
 def test_sac_pendulum_reaches_target_return():
     # The defaults (CleanRL's SAC with 64-unit networks), 5e4 env steps, 4 seeds.
     config = sac.Config(env="Pendulum-v1", num_seeds=4)
