@@ -39,13 +39,20 @@ def test_orthogonal_is_batched_under_vmap():
     assert not np.allclose(batch[0], batch[1])
 
 
-def test_with_jit_off_orthogonal_takes_numpys_qr_and_gives_the_jitted_values():
+def test_with_jit_off_orthogonal_takes_numpys_qr_and_gives_the_jitted_values(monkeypatch):
     """`--debug` runs op by op: the Gram-Schmidt loop would be thousands of dispatches per layer,
     so the host's QR of the same draw stands in for it, equal to float tolerance."""
+    from canter.common.blocks import initializers
+
+    calls = []
+    host = initializers.host_orthogonal
+    monkeypatch.setattr(initializers, "host_orthogonal", lambda *a: calls.append(a) or host(*a))
     key, shape = jax.random.key(5), (64, 33)
     jitted = np.asarray(jax.jit(lambda k: orthogonal(k, shape, 2.0))(key))
+    assert not calls  # traced: the program's own path
     with jax.disable_jit():
         eager = orthogonal(key, shape, 2.0)
+        assert len(calls) == 1
         text = str(jax.make_jaxpr(lambda k: orthogonal(k, shape))(key))
     assert isinstance(eager, jax.Array) and eager.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(eager), jitted, atol=2e-6)
