@@ -36,7 +36,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs import MINATAR_GAMES, ended_episodes, make_env, vector_mask, vector_step
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "discrete"
@@ -372,8 +372,9 @@ def make_train(config: Config) -> trainer.Train:
         due = env_steps // freq - state.env_steps // freq
         tau = 1.0 - (1.0 - config.tau) ** due
         target_network = polyak_update(q_network, state.target_network, tau)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),
+            **episodes,
             **stats,
             "epsilon": linear_epsilon(config, env_steps),
             "env_steps": env_steps.astype(jnp.float32),

@@ -86,8 +86,8 @@ def load_run(run_dir: Path, episodes: int, algorithm: Path | None = None) -> tup
 def render_gif(
     module: Any, configs: Any, state: Any, index: int, path: Path, seed: int, steps: int | None
 ) -> tuple:
-    """Render one greedy episode of batch entry `index` to a GIF, its first `steps` steps where
-    `steps` is set (else the whole episode, up to the env's limit)."""
+    """Render one episode of batch entry `index`, as its `eval_policy` plays, to a GIF: its
+    first `steps` steps where `steps` is set (else the whole episode, up to the env's limit)."""
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
     policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
@@ -95,7 +95,7 @@ def render_gif(
     if is_host_env(env):  # a host (Gymnasium) env draws its own frames
         from canter.common.envs.host import render_episode
 
-        carry = train.start_carry(1)
+        carry = train.start_carry(1, jax.random.fold_in(jax.random.key(seed), 1))
 
         def act(obs: np.ndarray) -> jax.Array:  # carries a recurrent policy's memory along
             nonlocal carry
@@ -109,7 +109,8 @@ def render_gif(
     valid = jax.jit(vector_mask(env))
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
-    carry, states, returns, total = train.start_carry(1), [base_state(env_state)], [0.0], 0.0
+    carry = train.start_carry(1, jax.random.fold_in(key, 1))
+    states, returns, total = [base_state(env_state)], [0.0], 0.0
     taken = 0
     while taken < limit:
         taken += 1

@@ -47,7 +47,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs import MINATAR_GAMES, ended_episodes, make_env, vector_mask, vector_step
 from canter.common.envs.registry import CRAFTAX_GAMES, truncation_gap
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
@@ -71,9 +71,12 @@ class Config:
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 25_600
-    """Env steps per seed between greedy evaluations, in whole iterations (at least one)."""
+    """Env steps per seed between evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 8
-    """Environments (one episode each) per greedy evaluation."""
+    """Environments (one episode each) per evaluation."""
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    """What evaluation plays: the most likely valid action ("greedy"), or a draw from the
+    policy as in training ("sampled")."""
     num_envs: PositiveInt = 4
     """Parallel environments per seed."""
     num_steps: PositiveInt = 128
@@ -412,16 +415,23 @@ def make_train(config: Config) -> trainer.Train:
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - values)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),
+            **episodes,
             **jax.tree.map(jnp.mean, stats),
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
         }
         return TrainState(model, opt_state, env_state, obs, key), metrics
 
-    def act(state: TrainState, obs: Float[Array, "n ..."], mask: Array | None = None) -> Array:
-        """Greedy actions: the most likely valid action under the policy."""
-        return masked_argmax(jax.vmap(state.model.logits)(obs), mask)
+    def act(
+        state: TrainState,
+        obs: Float[Array, "n ..."],
+        mask: Array | None = None,
+        key: PRNGKeyArray | None = None,
+    ) -> Array:
+        """The most likely valid action under the policy, or with `key` a draw from it."""
+        logits = jax.vmap(state.model.logits)(obs)
+        return masked_argmax(logits, mask) if key is None else sample_masked(key, logits, mask)[0]
 
     return trainer.Train.from_config(
         config,
@@ -455,29 +465,49 @@ MINATAR = dict(
 )
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
 
-# Craftax_Baselines' ppo.py (its argparse defaults, ppo.py L669-722 at 7ce36fa; read in
-# docs/notes/craftax-reference.md): 1024 envs x 64 steps, 4 epochs x 8 minibatches, Adam lr 2e-4
-# annealed once per update, gamma 0.99, GAE lambda 0.8, clip 0.2 (the value loss clipped too),
-# entropy 0.01, value 0.5, grad norm 1, raw observations, separate actor and critic MLPs of
-# 3 x 512 tanh (orthogonal, gains sqrt(2), 0.01 and 1), a world generated per 16 envs each step
-# for resets (canter's Craftax adapter does the same). Budget: 1e6 env steps (15 iterations),
-# where Craftax's README reports PPO at 2.2% of the maximum score (CB's default: 1e9).
-# Deviations: canter bootstraps at the 100,000-step time limit (CB never does; no episode reaches
-# it at these budgets), and adds greedy evaluations (16 episodes every 5 iterations).
+# Craftax_Baselines' ppo.py at 7ce36fa (argparse defaults L669-722, read in
+# docs/notes/craftax-reference.md): 4 epochs x 8 minibatches, Adam lr annealed once per update,
+# gamma 0.99, GAE lambda 0.8, clip 0.2 (the value loss clipped too), entropy 0.01, value 0.5,
+# grad norm 1, raw observations, separate actor and critic MLPs of 3 x 512 tanh (orthogonal,
+# gains sqrt(2), 0.01 and 1), a world generated per 16 envs each step for resets (canter's
+# Craftax adapter does the same). Its defaults (1024 envs x 64 steps, lr 2e-4) are the 1e9
+# configuration: `Craftax-Symbolic-v1-1e9`. The 1M preset is the paper's 1M run, 256 envs x 16
+# steps (244 updates) at lr 3e-4: the command line quoted from the paper in Craftax_Baselines
+# issue #4 (`--num_envs 256 --num_steps 16 --lr 3e-4 --total_timesteps 1e6`, with ICM flags),
+# and the 256 x 16 of CB's own 1M sweeps (branches rnd-sweep and icm-fix: sweeps/*_1m.yaml,
+# which keep lr 2e-4). Craftax's README reports PPO at 2.2% of the maximum score (226) at 1e6:
+# CB's logged training statistic (ppo.py L448-452: the mean return of the episodes ended in an
+# update), so evaluation samples from the policy, as training does (greedy, every policy plays
+# one action everywhere at 1e6). Deviation: canter bootstraps at the 100,000-step time limit (CB
+# never does; no episode reaches it at these budgets).
 CRAFTAX = dict(
-    total_timesteps=1_000_000,
-    eval_every=327_680,  # 5 iterations
     num_eval_envs=16,
-    num_envs=1024,
-    num_steps=64,
-    learning_rate=2e-4,
+    eval_policy="sampled",
     num_minibatches=8,
     gae_lambda=0.8,
     max_grad_norm=1.0,
     hidden_size=512,
     num_layers=3,
 )
-PRESETS |= {game: dict(CRAFTAX, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
+CRAFTAX_1M = dict(
+    CRAFTAX,
+    total_timesteps=1_000_000,
+    eval_every=249_856,  # 61 iterations of 4,096: 4 evaluations
+    num_envs=256,
+    num_steps=16,
+    learning_rate=3e-4,
+)
+CRAFTAX_1E9 = dict(
+    CRAFTAX,
+    total_timesteps=1_000_000_000,
+    eval_every=50_003_968,  # 763 iterations of 65,536: 20 evaluations, the last 761
+    num_envs=1024,
+    num_steps=64,
+    learning_rate=2e-4,
+)
+for game in CRAFTAX_GAMES:
+    PRESETS[game] = dict(CRAFTAX_1M, env=f"craftax:{game}")
+    PRESETS[f"{game}-1e9"] = dict(CRAFTAX_1E9, env=f"craftax:{game}")
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

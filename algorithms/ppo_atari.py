@@ -18,6 +18,7 @@ final observation (time limits are not terminations). Same loss math as algorith
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 import distrax
 import equinox as eqx
@@ -41,7 +42,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs import ended_episodes, make_env, vector_mask, vector_step
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -61,9 +62,12 @@ class Config:
     total_timesteps: PositiveInt = 10_000_000
     """Env steps (agent steps, 4 frames each) per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 102_400
-    """Env steps per seed between greedy evaluations, in whole iterations (at least one)."""
+    """Env steps per seed between evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 4
-    """Environments (one game each) per greedy evaluation."""
+    """Environments (one game each) per evaluation."""
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    """What evaluation plays: the most likely valid action ("greedy"), or a draw from the
+    policy as in training ("sampled")."""
     eval_max_steps: PositiveInt = 27_000
     """Step limit of an evaluation game (ALE's own: 27,000 steps, 30 minutes of play); lower it
     to bound evaluation time, as a greedy policy can stall (Breakout without FIRE)."""
@@ -412,18 +416,23 @@ def make_train(config: Config) -> trainer.Train:
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - traj.value)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),  # whole games, raw scores (not the clipped rewards)
+            **episodes,  # whole games, raw scores (not the clipped rewards)
             **jax.tree.map(jnp.mean, stats),
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
         }
         return TrainState(model, opt_state, env_state, obs, key), metrics
 
     def act(
-        state: TrainState, obs: Float[Array, "n 84 84 channels"], mask: Array | None = None
+        state: TrainState,
+        obs: Float[Array, "n 84 84 channels"],
+        mask: Array | None = None,
+        key: PRNGKeyArray | None = None,
     ) -> Int[Array, " n"]:
-        """Greedy actions: the most likely valid action under the policy."""
-        return masked_argmax(jax.vmap(state.model.logits)(obs), mask)
+        """The most likely valid action under the policy, or with `key` a draw from it."""
+        logits = jax.vmap(state.model.logits)(obs)
+        return masked_argmax(logits, mask) if key is None else sample_masked(key, logits, mask)[0]
 
     return trainer.Train.from_config(
         config,

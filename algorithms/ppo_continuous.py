@@ -41,7 +41,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import PLAYGROUND_TASKS, episode_metrics, make_env, vector_step
+from canter.common.envs import PLAYGROUND_TASKS, ended_episodes, make_env, vector_step
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, PRNGKeyArray, PyTree
 
@@ -63,10 +63,12 @@ class Config:
     total_timesteps: PositiveInt = 1_000_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 81_920
-    """Env steps per seed between deterministic (mean-action) evaluations, in whole
-    iterations (at least one)."""
+    """Env steps per seed between evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 32
     """Environments (one episode each) per evaluation."""
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    """What evaluation plays: the policy's mean action, clipped or squashed ("greedy"), or a
+    draw from the policy as in training ("sampled")."""
     num_envs: PositiveInt = 16
     """Parallel environments per seed."""
     num_steps: PositiveInt = 256
@@ -434,17 +436,21 @@ def make_train(config: Config) -> trainer.Train:
         if config.norm_obs:
             obs_stats = update_stats(obs_stats, traj.obs.reshape(-1, obs_dim))
         residual = jnp.var(targets - values)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),
+            **episodes,
             **jax.tree.map(jnp.mean, stats),
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(targets), 1e-8),
         }
         state = TrainState(model, opt_state, env_state, obs, obs_stats, return_stats, returns, key)
         return state, metrics
 
-    def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
-        """The mean action, on observations normalised with the frozen training statistics."""
-        mean, _ = jax.vmap(state.model.policy)(norm(obs, state.obs_stats))
+    def act(state: TrainState, obs: Array, key: PRNGKeyArray | None = None) -> Array:
+        """The mean action (with `key`, a draw from the policy), on observations normalised
+        with the frozen training statistics."""
+        mean, log_std = jax.vmap(state.model.policy)(norm(obs, state.obs_stats))
+        if key is not None:
+            mean = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape)
         return env_action(mean)
 
     return trainer.Train.from_config(

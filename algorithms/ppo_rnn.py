@@ -20,6 +20,7 @@ so replaying it with unchanged parameters reproduces every step, across episode 
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 import distrax
 import equinox as eqx
@@ -42,7 +43,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs import ended_episodes, make_env, vector_mask, vector_step
 from canter.common.envs.registry import CRAFTAX_GAMES
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
@@ -64,9 +65,12 @@ class Config:
     total_timesteps: PositiveInt = 500_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 25_600
-    """Env steps per seed between greedy evaluations, in whole iterations (at least one)."""
+    """Env steps per seed between evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 8
-    """Environments (one episode each) per greedy evaluation."""
+    """Environments (one episode each) per evaluation."""
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    """What evaluation plays: the most likely valid action ("greedy"), or a draw from the
+    policy as in training ("sampled")."""
     num_envs: PositiveInt = 4
     """Parallel environments per seed."""
     num_steps: PositiveInt = 128
@@ -406,19 +410,28 @@ def make_train(config: Config) -> trainer.Train:
         batch = {**jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), sequences), "hidden": state.hidden}
         model, opt_state, stats = update(state.model, state.opt_state, batch, update_key)
         residual = jnp.var(returns - traj.value)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),
+            **episodes,
             **jax.tree.map(jnp.mean, stats),
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
         }
         return TrainState(model, opt_state, env_state, obs, first, hidden, key), metrics
 
-    def act(state: TrainState, obs: Array, hidden: Array, mask: Array | None = None) -> tuple:
-        """Greedy valid actions and the next GRU state; each evaluation env plays one episode
-        from a zero state (`initial_carry`), so no reset inside."""
+    def act(
+        state: TrainState,
+        obs: Array,
+        hidden: Array,
+        mask: Array | None = None,
+        key: PRNGKeyArray | None = None,
+    ) -> tuple:
+        """The most likely valid actions (with `key`, draws from the policy) and the next GRU
+        state; each evaluation env plays one episode from a zero state (`initial_carry`), so
+        no reset inside."""
         first = jnp.zeros(obs.shape[0], bool)
         hidden, logits, _ = jax.vmap(state.model)(hidden, obs, first)
-        return masked_argmax(logits, mask), hidden
+        action = masked_argmax(logits, mask) if key is None else sample_masked(key, logits, mask)[0]
+        return action, hidden
 
     return trainer.Train.from_config(
         config,
@@ -435,32 +448,50 @@ def make_train(config: Config) -> trainer.Train:
 # --- presets
 
 
-# Craftax_Baselines' ppo_rnn.py (its argparse defaults, ppo_rnn.py L496-534 at 7ce36fa, the
-# network in L40-119; read in docs/notes/craftax-reference.md): 1024 envs x 64 steps, 4 epochs x
-# 8 minibatches of 128 whole env sequences, Adam lr 2e-4 annealed once per update, gamma 0.99,
-# GAE lambda 0.8, clip 0.2 (the value loss clipped too), entropy 0.01, value 0.5, grad norm 1,
-# raw observations, a ReLU embedding of 512 (gain sqrt(2)) into a GRU of 512 shared by actor and
-# critic heads of 2 x 512 ReLU (gain 2; outputs 0.01 and 1), the hidden state zeroed where an
-# episode starts, a world generated per 16 envs each step for resets (canter's Craftax adapter
-# does the same). Budget: 1e6 env steps (15 iterations), where Craftax's README reports PPO-RNN
-# at 2.3% of the maximum score (CB's default: 1e9). Deviations: the GRU keeps Equinox's default
-# init (flax's GRUCell: LeCun-normal input and orthogonal recurrent weights); canter bootstraps
-# at the 100,000-step time limit (CB never does; no episode reaches it at these budgets), and adds
-# greedy evaluations (16 episodes every 5 iterations), as the PPO preset does.
+# Craftax_Baselines' ppo_rnn.py at 7ce36fa (argparse defaults L496-534, the network L40-119;
+# read in docs/notes/craftax-reference.md): 4 epochs x 8 minibatches of whole env sequences,
+# Adam lr annealed once per update, gamma 0.99, GAE lambda 0.8, clip 0.2 (the value loss clipped
+# too), entropy 0.01, value 0.5, grad norm 1, raw observations, a ReLU embedding of 512 (gain
+# sqrt(2)) into a GRU of 512 shared by actor and critic heads of 2 x 512 ReLU (gain 2; outputs
+# 0.01 and 1), the hidden state zeroed where an episode starts, a world generated per 16 envs
+# each step for resets (canter's Craftax adapter does the same). Its defaults (1024 envs x 64
+# steps, lr 2e-4) are the 1e9 configuration: `Craftax-Symbolic-v1-1e9`. No source states the
+# paper's PPO-RNN 1M settings (no 1M PPO-RNN config in any CB branch); the 1M preset takes PPO's
+# (algorithms/ppo.py: 256 envs x 16 steps, lr 3e-4, from CB issue #4 and CB's 1M sweeps), the
+# same choice for both rows the README sets side by side. Craftax's README reports PPO-RNN at
+# 2.3% of the maximum score (226) at 1e6: CB's logged training statistic (ppo_rnn.py L405-409),
+# so evaluation samples from the policy, as training does. Deviations: the GRU keeps Equinox's
+# default init (flax's GRUCell: LeCun-normal input and orthogonal recurrent weights); canter
+# bootstraps at the 100,000-step time limit (CB never does; no episode reaches it here).
 CRAFTAX = dict(
-    total_timesteps=1_000_000,
-    eval_every=327_680,  # 5 iterations
     num_eval_envs=16,
-    num_envs=1024,
-    num_steps=64,
-    learning_rate=2e-4,
+    eval_policy="sampled",
     num_minibatches=8,
     gae_lambda=0.8,
     max_grad_norm=1.0,
     hidden_size=512,
     head_layers=2,
 )
-PRESETS = {game: dict(CRAFTAX, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
+CRAFTAX_1M = dict(
+    CRAFTAX,
+    total_timesteps=1_000_000,
+    eval_every=249_856,  # 61 iterations of 4,096: 4 evaluations
+    num_envs=256,
+    num_steps=16,
+    learning_rate=3e-4,
+)
+CRAFTAX_1E9 = dict(
+    CRAFTAX,
+    total_timesteps=1_000_000_000,
+    eval_every=50_003_968,  # 763 iterations of 65,536: 20 evaluations, the last 761
+    num_envs=1024,
+    num_steps=64,
+    learning_rate=2e-4,
+)
+PRESETS = {}
+for game in CRAFTAX_GAMES:
+    PRESETS[game] = dict(CRAFTAX_1M, env=f"craftax:{game}")
+    PRESETS[f"{game}-1e9"] = dict(CRAFTAX_1E9, env=f"craftax:{game}")
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

@@ -40,7 +40,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import MINATAR_GAMES, episode_metrics, make_env, vector_mask, vector_step
+from canter.common.envs import MINATAR_GAMES, ended_episodes, make_env, vector_mask, vector_step
 from canter.common.envs.registry import CRAFTAX_GAMES
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
@@ -399,8 +399,9 @@ def make_train(config: Config) -> trainer.Train:
         batch = dict(obs=traj.obs, action=traj.action, target=targets)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)
         q_network, opt_state, stats = update(state.q_network, state.opt_state, batch, update_key)
+        episodes, env_state = ended_episodes(env_state)
         metrics = {
-            **episode_metrics(env_state),
+            **episodes,
             **jax.tree.map(jnp.mean, stats),
             "epsilon": linear_epsilon(config, env_steps),
             "env_steps": env_steps.astype(jnp.float32),

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -34,7 +34,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env, vector_step
+from canter.common.envs import MUJOCO_TASKS, ended_episodes, make_env, vector_step
 from canter.common.envs.registry import PLAYGROUND_TASKS
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
@@ -56,9 +56,12 @@ class Config:
     total_timesteps: PositiveInt = 50_000
     """Env steps per seed; rounded down to whole iterations."""
     eval_every: PositiveInt = 5_000
-    """Env steps per seed between deterministic evaluations, in whole iterations (at least one)."""
+    """Env steps per seed between evaluations, in whole iterations (at least one)."""
     num_eval_envs: PositiveInt = 8
     """Environments (one episode each) per evaluation."""
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    """What evaluation plays: the squashed mean action ("greedy"), or a draw from the policy
+    as in training ("sampled")."""
     num_envs: PositiveInt = 1
     """Parallel environments per seed."""
     buffer_size: PositiveInt = 100_000
@@ -297,7 +300,8 @@ def off_policy_step(
     (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
     warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
-    metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
+    episodes, env_state = ended_episodes(env_state)
+    metrics = {**episodes, **stats, "env_steps": env_steps * 1.0}
     return TrainState(agent, buffer, env_state, obs, env_steps, key), metrics
 
 
@@ -402,8 +406,11 @@ def make_train(config: Config) -> trainer.Train:
             entropy=-jnp.mean(log_prob),  # entropy from samples
         )
 
-    def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
-        mean, _ = jax.vmap(state.agent.actor)(obs)  # deterministic: the squashed mean
+    def act(state: TrainState, obs: Array, key: PRNGKeyArray | None = None) -> Array:
+        """The squashed mean action, or with `key` a draw from the policy."""
+        if key is not None:
+            return sample_actions(state.agent.actor, obs, key)[0]
+        mean, _ = jax.vmap(state.agent.actor)(obs)
         return offset + scale * jnp.tanh(mean)
 
     step = functools.partial(

@@ -34,7 +34,7 @@ from canter.common.config import (
     check_replay,
     pytree_config,
 )
-from canter.common.envs import MUJOCO_TASKS, episode_metrics, make_env, vector_step
+from canter.common.envs import MUJOCO_TASKS, ended_episodes, make_env, vector_step
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
 
 ACTION_SPACE = "continuous"
@@ -297,7 +297,8 @@ def off_policy_step(
     (env_state, obs, buffer, env_steps), _ = jax.lax.scan(collect_step, carry, collect_keys)
     warm = (iteration + 1) * per_iteration >= config.learning_starts
     agent, stats = trainer.when(warm, learn, state.agent, buffer, update_key)
-    metrics = {**episode_metrics(env_state), **stats, "env_steps": env_steps * 1.0}
+    episodes, env_state = ended_episodes(env_state)
+    metrics = {**episodes, **stats, "env_steps": env_steps * 1.0}
     return TrainState(agent, buffer, env_state, obs, env_steps, key), metrics
 
 

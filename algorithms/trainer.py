@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from canter.common.blocks.loops import scan
+from canter.common.config import ConfigError
 from canter.common.envs import evaluation_env
 from canter.common.run.batch import seed_keys
 from canter.common.run.evaluation import run_episodes
@@ -33,6 +34,7 @@ from jaxtyping import Array, Int, PRNGKeyArray
 __all__ = ["Train", "when", "cli", "run", "check", "RunResult", "Interval", "seed_keys"]
 
 Metrics = dict[str, Array]
+EVAL_POLICIES = ("greedy", "sampled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +54,12 @@ class Train:
     `act(state, obs) -> actions` maps a batch of observations to greedy actions. A policy with
     memory gives `initial_carry(num_envs)`, its memory at an episode's start, and then
     `act(state, obs, carry) -> (actions, carry)`. A discrete `act` also takes `mask=`, the
-    valid actions of each observation's state, for an env with action masks.
+    valid actions of each observation's state, for an env with action masks. A stochastic
+    policy's `act` also takes `key=`: given one, it samples from the policy instead.
+
+    `eval_policy` is what evaluation plays: "greedy" (the most likely action, or the mean of a
+    continuous policy) or "sampled" (a draw from the policy, as it acts in training; its keys
+    ride along in the carry).
     """
 
     init: Callable[[PRNGKeyArray], Any]
@@ -66,6 +73,7 @@ class Train:
     num_eval_envs: int
     initial_carry: Callable[[int], Any] | None = None
     unroll: int = 1  # iterations per loop trip in a program compiled for a GPU or TPU
+    eval_policy: str = "greedy"
 
     @classmethod
     def from_config(cls, config: Any, **parts: Any) -> "Train":
@@ -73,14 +81,22 @@ class Train:
         and `eval_every` in env steps, rounded down to whole iterations, at least one and at
         most the run: the runner says the cadence it makes);
         `parts` are the rest: init, step, act, env, env_params, env_steps_per_iteration and, for
-        a policy with memory, initial_carry; `unroll` if not 1."""
+        a policy with memory, initial_carry; `unroll` if not 1. `config.eval_policy`, where the
+        algorithm has one (a stochastic policy), chooses what evaluation plays."""
         per_interval = max(1, config.eval_every // parts["env_steps_per_iteration"])
         return cls(
             num_iterations=config.num_iterations,
             interval_iterations=min(per_interval, config.num_iterations),
             num_eval_envs=config.num_eval_envs,
+            eval_policy=getattr(config, "eval_policy", "greedy"),
             **parts,
         )
+
+    def __post_init__(self) -> None:
+        if self.eval_policy not in EVAL_POLICIES:
+            raise ConfigError(
+                f"eval_policy={self.eval_policy!r}: choose one of {', '.join(EVAL_POLICIES)}."
+            )
 
     @property
     def num_intervals(self) -> int:
@@ -92,25 +108,38 @@ class Train:
         return self.interval_iterations * self.env_steps_per_iteration
 
     def policy(self, state: Any) -> Callable[..., tuple[Array, Any]]:
-        """`policy(obs, carry, mask=None) -> (actions, carry)` of `state`, for either kind of
-        `act`; a mask (valid actions, for an env with action masks) is passed on as `mask=`."""
+        """`policy(obs, carry, mask=None) -> (actions, carry)` of `state` as `eval_policy`
+        says, for either kind of `act`; a mask (valid actions, for an env with action masks)
+        is passed on as `mask=`. Start its carry with `start_carry`."""
+        sampled = self.eval_policy == "sampled"
 
         def policy(obs: Array, carry: Any, mask: Array | None = None) -> tuple[Array, Any]:
-            masked = {} if mask is None else {"mask": mask}
+            extra = {} if mask is None else {"mask": mask}
+            if sampled:
+                carry, key = carry
+                key, extra["key"] = jax.random.split(key)
             if self.initial_carry is not None:
-                return self.act(state, obs, carry, **masked)
-            return self.act(state, obs, **masked), carry
+                actions, carry = self.act(state, obs, carry, **extra)
+            else:
+                actions = self.act(state, obs, **extra)
+            return actions, ((carry, key) if sampled else carry)
 
         return policy
 
-    def start_carry(self, num_envs: int) -> Any:
-        return None if self.initial_carry is None else self.initial_carry(num_envs)
+    def start_carry(self, num_envs: int, key: PRNGKeyArray | None = None) -> Any:
+        """The policy's carry at the start of `num_envs` episodes: a memory's initial state,
+        and for a sampled policy the key its draws start from (`key`, else a fixed one)."""
+        carry = None if self.initial_carry is None else self.initial_carry(num_envs)
+        if self.eval_policy != "sampled":
+            return carry
+        return carry, jax.random.key(0) if key is None else key
 
     def evaluate(self, state: Any, key: PRNGKeyArray) -> Metrics:
-        """Mean return and length of one greedy episode on each of `num_eval_envs` envs,
-        without training-only wrappers (Atari's life loss and reward clipping)."""
+        """Mean return and length of one episode of `eval_policy` on each of `num_eval_envs`
+        envs, without training-only wrappers (Atari's life loss and reward clipping)."""
         n, env = self.num_eval_envs, evaluation_env(self.env)
-        return run_episodes(env, self.env_params, self.policy(state), self.start_carry(n), key, n)
+        carry = self.start_carry(n, jax.random.fold_in(key, 1))  # the env keys stay `key`'s
+        return run_episodes(env, self.env_params, self.policy(state), carry, key, n)
 
     def start(self, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:
         """The initial state and the key every evaluation of this seed derives from."""
@@ -120,8 +149,8 @@ class Train:
     def interval(
         self, state: Any, eval_key: PRNGKeyArray, index: Int[Array, ""]
     ) -> tuple[Any, dict[str, Metrics]]:
-        """`interval_iterations` iterations then one evaluation; train metrics are interval
-        means."""
+        """`interval_iterations` iterations then one evaluation (train metrics:
+        `interval_metrics`)."""
         ragged = self.num_iterations % self.interval_iterations != 0
 
         def iteration(state: Any, offset: Int[Array, ""]) -> tuple[Any, Metrics]:
@@ -133,8 +162,7 @@ class Train:
         # `unroll` iterations per loop trip off the CPU: fewer, larger kernels (blocks/loops.py).
         iterations = jnp.arange(self.interval_iterations)
         state, metrics = scan(iteration, state, iterations, unroll=self.unroll)
-        # NaN marks skipped iterations and returns before the first finished episode.
-        train_metrics = {name: jnp.nanmean(value, axis=0) for name, value in metrics.items()}
+        train_metrics = interval_metrics(metrics)
         eval_metrics = self.evaluate(state, jax.random.fold_in(eval_key, index))
         return state, {"train": train_metrics, "eval": eval_metrics}
 
@@ -147,6 +175,29 @@ class Train:
         """Env steps of one seed after `interval` + 1 intervals."""
         iterations = min((interval + 1) * self.interval_iterations, self.num_iterations)
         return iterations * self.env_steps_per_iteration
+
+
+EPISODE_STATS = ("episodic_return", "episodic_length")
+
+
+def interval_metrics(metrics: Metrics) -> Metrics:
+    """An interval's train metrics from its iterations' (`[iterations, ...]` each).
+
+    The episode statistics (`episodic_return`, `episodic_length`: the mean over the episodes
+    that ended during an iteration, NaN where none did) are those of the interval's last
+    iteration in which an episode ended, the point of the references' training curve at the
+    interval's end; `episodes` is how many ended in the whole interval. Every other metric is
+    its mean over the iterations, NaN (skipped work: `when`) left out.
+    """
+    reduced = {name: jnp.nanmean(value, axis=0) for name, value in metrics.items()}
+    if "episodes" not in metrics:
+        return reduced
+    ended = metrics["episodes"] > 0  # False in a skipped iteration too (NaN > 0)
+    last = jnp.max(jnp.where(ended, jnp.arange(ended.shape[0]), -1))
+    for name in EPISODE_STATS:
+        reduced[name] = jnp.where(last >= 0, metrics[name][jnp.maximum(last, 0)], jnp.nan)
+    reduced["episodes"] = jnp.nansum(metrics["episodes"], axis=0)
+    return reduced
 
 
 def when(pred: Array, fn: Callable[..., tuple[Any, Metrics]], carry: Any, *args: Any) -> tuple:

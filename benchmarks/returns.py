@@ -36,6 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` fro
 from benchmarks import harness  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "returns"
+# The training return a record's "final train return" reads: the mean return of the episodes
+# that ended in the run's last iteration with an episode end (algorithms/trainer.py,
+# `interval_metrics`), averaged over seeds. Records without it were measured before issue 43,
+# as the last finished episode of each env averaged over envs and over the last interval:
+# the table marks them.
+TRAIN_STATISTIC = "episodes ended in the last iteration"
 
 # Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
 # (docs/design.md, "Reference returns") for every algorithm on classic control; on MinAtar,
@@ -239,6 +245,7 @@ def run_one(
         summary = {
             "env_steps": parts[0]["env_steps"],
             "eval_return": [r for p in parts for r in p["eval_return"]],
+            "final_return": [r for p in parts for r in p["final_return"]],
             "final_return_mean": float(np.mean([r for p in parts for r in p["final_return"]])),
             "compile_s": sum(p["compile_s"] for p in parts),
             "run_s": sum(p["run_s"] for p in parts),
@@ -261,7 +268,9 @@ def run_one(
         "std": float(finals.std()),
         "iqm": iqm(finals),
         "iqm_ci95": harness.bootstrap_ci(finals, iqm),
+        "final_train_returns": summary["final_return"],
         "final_train_return_mean": summary["final_return_mean"],
+        "train_statistic": TRAIN_STATISTIC,
         "reference": published,
         "reference_budget": budget,
         "reference_source": source,
@@ -284,6 +293,11 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def old_mark(record: dict) -> str:
+    """` (old)` where a record's train return is the statistic from before issue 43."""
+    return "" if record.get("train_statistic") == TRAIN_STATISTIC else " (old)"
+
+
 def table(out: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
@@ -301,7 +315,7 @@ def table(out: Path) -> str:
             # on Craftax can fall below random actions (docs/notes/issue-25-design.md). A
             # preset's row names its game without the prefix.
             score = 100 * r["final_train_return_mean"] / CRAFTAX_MAX[game]
-            ref = f"score {score:.1f}% of the maximum (final train return)"
+            ref = f"score {score:.1f}% of the maximum (final train return{old_mark(r)})"
             if (r["algo"], game) in CRAFTAX_PUBLISHED:
                 score, at, whose = CRAFTAX_PUBLISHED[r["algo"], game]
                 ref += f"; published {score:g}% at {at:,} ({whose})"
@@ -319,7 +333,7 @@ def table(out: Path) -> str:
         lines.append(
             f"| {r['algo']} | {r['env']} | {' '.join(flags) or 'defaults'} | {r['env_steps']:,} "
             f"| {r['num_seeds']} | {r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} "
-            f"[{low:.1f}, {high:.1f}] | {r['final_train_return_mean']:.1f} "
+            f"[{low:.1f}, {high:.1f}] | {r['final_train_return_mean']:.1f}{old_mark(r)} "
             f"| {duration(r['run_s'])}{where} | {ref} |"
         )
     return "\n".join(lines)

@@ -118,13 +118,11 @@ def test_training_sees_lives_as_episodes_and_clipped_rewards_while_stats_and_eva
     assert life_lost.sum() > game_over.sum() >= 1
     # Episode statistics (the training return) are whole games of raw score, on both.
     for state in (train_state, eval_state):
-        assert state.has_returned.all()
         for i in range(2):
             ends = np.flatnonzero(np.asarray(game_over[:, i]))
-            start = ends[-2] + 1 if len(ends) > 1 else 0
-            game = raw_reward[start : ends[-1] + 1, i].sum()
-            assert state.returned_return[i] == game
-            assert state.returned_length[i] == ends[-1] + 1 - start
+            assert state.ended[i] == len(ends) >= 1
+            assert state.ended_return[i] == raw_reward[: ends[-1] + 1, i].sum()
+            assert state.ended_length[i] == ends[-1] + 1
 
 
 def test_ppo_atari_refuses_what_its_network_cannot_take():

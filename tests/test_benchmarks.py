@@ -353,15 +353,22 @@ def test_craftax_rows_give_the_score_as_a_percentage_of_the_maximum(tmp_path, en
         iqm=4.5,
         iqm_ci95=[4.2, 4.8],
         final_train_return_mean=4.0,
+        train_statistic=returns.TRAIN_STATISTIC,
         run_s=3600.0,
         machine="2 CPU cores (x86_64)",
     )
-    (tmp_path / "ppo__craftax-Craftax-Symbolic-v1.json").write_text(json.dumps(record))
+    path = tmp_path / "ppo__craftax-Craftax-Symbolic-v1.json"
+    path.write_text(json.dumps(record))
     row = returns.table(tmp_path).splitlines()[-1]
     # 4.0 of 226: the training return's score (the sampled policy's, as the README's)
     published = "published 2.2% at 1,000,000 (Craftax README, PPO)"
-    assert f"score 1.8% of the maximum (final train return); {published}" in row
+    assert f"| 4.0 | 60 min | score 1.8% of the maximum (final train return); {published}" in row
     assert "sticky" not in row
+    # A record measured before the statistic was the references' says so.
+    del record["train_statistic"]
+    path.write_text(json.dumps(record))
+    row = returns.table(tmp_path).splitlines()[-1]
+    assert "| 4.0 (old) | 60 min | score 1.8% of the maximum (final train return (old))" in row
 
 
 # A preset's row names the task alone (CheetahRun); a row run with --env names it in full.

@@ -1,15 +1,18 @@
 """Evaluation cadence: `eval_every` counts env steps per seed in every algorithm; the run says
-how many evaluations it makes; a short run's curve still shows its points; older run
-directories, whose eval_every counted iterations, are refused with that reason."""
+how many evaluations it makes; an interval's training return is its last iteration's with ended
+episodes; a short run's curve still shows its points; older run directories, whose eval_every
+counted iterations, are refused with that reason."""
 
 import dataclasses
 import json
 import subprocess
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from canter.algorithms import dqn, ppo, ppo_atari, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer
+from canter.algorithms.trainer import interval_metrics
 from canter.common.config import ConfigError
 from canter.common.run import checkpoint
 from canter.common.run.batch import make_batch
@@ -118,3 +121,19 @@ def test_a_run_directory_from_before_env_step_eval_every_is_not_resumed(tmp_path
     saved.write_bytes(checkpoint.MAGIC + len(head).to_bytes(8, "little") + head + payload)
     with pytest.raises(ConfigError, match="format 1 counted eval_every in iterations"):
         trainer.run(config, ppo.make_train, algo="ppo", run_dir=result.run_dir, resume=True)
+
+
+def test_an_interval_reports_its_last_iteration_with_ended_episodes():
+    nan = np.nan
+    iterations = {
+        "episodic_return": jnp.array([5.0, 7.0, nan, nan]),
+        "episodic_length": jnp.array([50.0, 70.0, nan, nan]),
+        "episodes": jnp.array([2.0, 3.0, 0.0, nan]),  # the last iteration skipped (`when`)
+        "value_loss": jnp.array([1.0, 2.0, 3.0, nan]),
+    }
+    got = interval_metrics(iterations)
+    assert float(got["episodic_return"]) == 7.0 and float(got["episodic_length"]) == 70.0
+    assert float(got["episodes"]) == 5.0
+    assert float(got["value_loss"]) == 2.0
+    none = interval_metrics({**iterations, "episodes": jnp.array([0.0, 0.0, 0.0, nan])})
+    assert np.isnan(none["episodic_return"]) and float(none["episodes"]) == 0.0

@@ -55,7 +55,8 @@ def test_a_time_limit_is_a_truncation_and_the_episode_goes_on_in_the_spare_world
     np.testing.assert_array_equal(obs, spare_obs)  # the next episode starts in the spare
     assert not bool(inner.spare_fresh) and int(inner.state.timestep) == 0
     assert not np.array_equal(info["final_observation"], obs)
-    assert float(state.returned_length) == 3  # episode statistics see the end
+    assert int(state.ended) == 1  # episode statistics see the end
+    assert float(state.ended_length) == 3
 
 
 @pytest.mark.slow  # 32 Craftax worlds stepped and refilled: over a minute on 2 cores
@@ -138,33 +139,36 @@ def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
 @pytest.mark.parametrize("game", craftax.GAMES)
 def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
-    steps, pqn.py's purejaxql's PQN (docs/notes/craftax-reference.md); all build (nothing
-    compiles) with the shapes they name."""
+    steps in the paper's 1M configuration (256 envs x 16 steps, lr 3e-4), its 1e9 defaults
+    under `<game>-1e9`; pqn.py's is purejaxql's PQN (docs/notes/craftax-reference.md). All
+    build (nothing compiles) with the shapes they name, and evaluate the sampled policy."""
     import dataclasses
 
     from canter.algorithms import ppo, ppo_rnn, pqn
 
+    for module in (ppo, ppo_rnn):
+        runs = {"": (256 * 16, 244, 3e-4, 4), "-1e9": (1024 * 64, 15258, 2e-4, 20)}
+        for suffix, (batch, iterations, lr, evaluations) in runs.items():
+            config = dataclasses.replace(module.Config(), **module.PRESETS[game + suffix])
+            assert config.env == craftax.PREFIX + game and config.eval_policy == "sampled"
+            assert (config.batch_size, config.num_iterations) == (batch, iterations)  # CB's
+            assert config.learning_rate == lr and config.num_minibatches == 8
+            assert config.eval_every % config.batch_size == 0  # whole iterations
+            train = module.make_train(config)
+            assert train.num_intervals == evaluations and train.env.name == config.env
+
     config = dataclasses.replace(ppo.Config(), **ppo.PRESETS[game])
-    assert config.env == craftax.PREFIX + game and config.batch_size == 1024 * 64
-    assert config.num_iterations == 15  # 1e6 // (1024 * 64), as CB's NUM_UPDATES
-    train = ppo.make_train(config)
     model = ppo.ActorCritic((8268,), 43, config, jax.random.key(0))
     widths = [layer.weight.shape for layer in model.actor.layers]
     assert widths == [(512, 8268), (512, 512), (512, 512), (43, 512)]
-    assert train.num_intervals == 3 and train.env.name == craftax.PREFIX + game
-
-    config = dataclasses.replace(ppo_rnn.Config(), **ppo_rnn.PRESETS[game])
-    assert (config.batch_size, config.num_iterations, config.num_minibatches) == (65536, 15, 8)
-    assert config.num_envs // config.num_minibatches == 128  # whole sequences per minibatch
-    train = ppo_rnn.make_train(config)
-    model = ppo_rnn.RecurrentActorCritic(8268, 43, 512, config.head_layers, jax.random.key(0))
+    head_layers = ppo_rnn.PRESETS[game]["head_layers"]
+    model = ppo_rnn.RecurrentActorCritic(8268, 43, 512, head_layers, jax.random.key(0))
     assert model.embed.weight.shape == (512, 8268) and model.cell.hidden_size == 512
     for head, out in [(model.actor, 43), (model.critic, 1)]:
         assert [layer.weight.shape for layer in head.layers] == [(512, 512)] * 2 + [(out, 512)]
     # CB's head layers are orthogonal with gain 2: every singular value is 2.
     singular = np.linalg.svd(np.asarray(model.actor.layers[0].weight), compute_uv=False)
     np.testing.assert_allclose(singular, 2.0, rtol=1e-4)
-    assert train.num_intervals == 3 and train.env.name == craftax.PREFIX + game
 
     config = dataclasses.replace(pqn.Config(), **pqn.PRESETS[game])
     assert (config.num_envs, config.num_steps, config.batch_size) == (1024, 1, 1024)

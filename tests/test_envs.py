@@ -12,7 +12,7 @@ import pytest
 from canter.algorithms import ppo, ppo_continuous
 from canter.common.config import ConfigError
 from canter.common.envs import ActionSpaceError, action_kind, env_names, make_env
-from canter.common.envs.wrappers import episode_metrics
+from canter.common.envs.wrappers import ended_episodes
 from canter.common.run.batch import make_batch
 
 
@@ -72,24 +72,42 @@ def test_minatar_observations_are_flat():
     assert obs.shape == (400,) and info["final_observation"].shape == (400,)
 
 
-def test_episode_statistics_and_validity_flag():
-    env, params = make_env("ProbeTimeLimit")  # reward 1 per step, 3-step episodes
-    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    keys = jax.random.split(jax.random.key(0), 2)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-    actions = jnp.zeros(2, jnp.int32)
-    for t in range(1, 8):
-        _, state, _, _, truncated, _ = step(keys, state, actions, params)
-        metrics = episode_metrics(state)
-        if t < 3:
-            assert not state.has_returned.any()
-            assert np.isnan(metrics["episodic_return"])
-        else:
-            assert state.has_returned.all()
-            assert float(metrics["episodic_return"]) == 3.0
-            assert float(metrics["episodic_length"]) == 3.0
-        assert bool(truncated.all()) == (t % 3 == 0)
-    assert state.episode_length.tolist() == [1, 1]
+def test_training_statistic_is_the_mean_over_the_episodes_ended_since_the_last_read():
+    """A recount in plain Python over CartPole under random actions, 2 seeds x 3 envs, read
+    every 7 steps: reads with no episode ended are NaN, and no seed sees another's episodes."""
+    env, params = make_env("CartPole-v1")
+    seeds, envs, reads, every = 2, 3, 12, 7
+    step = jax.jit(jax.vmap(jax.vmap(env.step, in_axes=(0, 0, 0, None)), in_axes=(0, 0, 0, None)))
+    read = jax.jit(jax.vmap(ended_episodes))  # over seeds; each sums over its own envs
+    keys = jax.random.split(jax.random.key(0), (seeds, envs))
+    _, state = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))(keys, params)
+    rng = np.random.default_rng(0)
+    running = np.zeros((seeds, envs, 2))  # this episode's return and length so far
+    empty_reads = 0
+    for r in range(reads):
+        ended = [[] for _ in range(seeds)]  # (return, length) of the episodes ended this read
+        for t in range(every):
+            keys = jax.random.split(jax.random.key(1000 * r + t), (seeds, envs))
+            actions = jnp.asarray(rng.integers(0, 2, (seeds, envs)), jnp.int32)
+            _, state, reward, terminated, truncated, _ = step(keys, state, actions, params)
+            done = np.asarray(terminated | truncated)
+            running += np.stack([np.asarray(reward), np.ones((seeds, envs))], axis=-1)
+            for s, e in zip(*np.nonzero(done), strict=True):
+                ended[s].append(tuple(running[s, e]))
+                running[s, e] = 0.0
+        metrics, state = read(state)
+        for s in range(seeds):
+            assert float(metrics["episodes"][s]) == len(ended[s])
+            if not ended[s]:
+                empty_reads += 1
+                assert np.isnan(metrics["episodic_return"][s])
+                assert np.isnan(metrics["episodic_length"][s])
+                continue
+            want_return, want_length = np.mean(ended[s], axis=0)
+            assert float(metrics["episodic_return"][s]) == pytest.approx(want_return)
+            assert float(metrics["episodic_length"][s]) == pytest.approx(want_length)
+    assert 0 < empty_reads < seeds * reads  # both kinds of read happened
+    np.testing.assert_array_equal(np.asarray(state.episode_length), running[..., 1])
 
 
 def test_mnist_bandit_is_refused_clearly_and_not_listed():

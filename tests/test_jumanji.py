@@ -91,7 +91,8 @@ def test_an_invalid_knapsack_item_terminates_and_the_next_episode_starts():
     assert not np.array_equal(obs[:ITEMS], final_obs[:ITEMS])  # new weights
     inner = base_state(state)
     assert int(inner.time) == 0 and bool(inner.action_mask.all())
-    assert float(state.returned_length) == 2  # episode statistics see the end
+    assert int(state.ended) == 1  # episode statistics see the end
+    assert float(state.ended_length) == 2
 
 
 @NEEDS_JUMANJI

@@ -103,8 +103,9 @@ def test_reaching_the_goal_terminates_and_the_next_episode_starts_at_once():
     final = np.asarray(info["final_observation"])
     assert final[6, 3, :TILES].argmax() == GOAL and np.asarray(obs)[6, 3, :TILES].argmax() == FLOOR
     assert int(base_state(state).state.step_num) == 0
-    assert float(state.returned_length) == 5  # episode statistics see the end
-    assert float(state.returned_return) == pytest.approx(0.955)
+    assert int(state.ended) == 1  # episode statistics see the end
+    assert float(state.ended_length) == 5
+    assert float(state.ended_return) == pytest.approx(0.955)
 
 
 @NEEDS_XMINIGRID
@@ -119,7 +120,8 @@ def test_the_step_limit_is_a_truncation_and_the_goal_on_its_last_step_a_terminat
     assert float(reward) == 0.0
     np.testing.assert_array_equal(obs, first_obs)  # a new episode, facing right again
     assert not np.array_equal(info["final_observation"], obs)  # three turns: facing up
-    assert int(base_state(state).state.step_num) == 0 and float(state.returned_length) == 3
+    assert int(base_state(state).state.step_num) == 0 and int(state.ended) == 1
+    assert float(state.ended_length) == 3
 
     _, steps = play(env, with_limit(params, 5), TO_THE_GOAL)
     _, _, reward, terminated, truncated, _ = steps[-1]

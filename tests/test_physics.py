@@ -63,7 +63,8 @@ def test_the_episode_limit_is_a_truncation_and_the_next_episode_starts_in_the_sp
     assert not np.array_equal(info["final_observation"], obs)
     inner = base_state(state)
     assert int(inner.state.time) == 0 and not bool(inner.spare_fresh)
-    assert float(state.returned_length) == 3  # episode statistics see the end
+    assert int(state.ended) == 1  # episode statistics see the end
+    assert float(state.ended_length) == 3
 
 
 @pytest.mark.slow  # compiles MJX or Brax steps: 10-20 s each on 2 cores

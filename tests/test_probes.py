@@ -57,7 +57,13 @@ def test_action_dependent_reward():
 
 def test_time_limit_is_not_a_termination():
     gamma = 0.5
-    state, _ = train_probe("ProbeTimeLimit", gamma=gamma)
+    state, metrics = train_probe("ProbeTimeLimit", gamma=gamma)
+    # 3-step episodes with reward 1; an interval is 20 iterations of 16 steps on 8 envs.
+    steps = 20 * 16
+    ends = [sum(t % 3 == 0 for t in range(i * steps + 1, (i + 1) * steps + 1)) for i in range(3)]
+    np.testing.assert_array_equal(metrics["train"]["episodes"], 8 * np.array(ends))
+    np.testing.assert_array_equal(metrics["train"]["episodic_return"], [3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(metrics["train"]["episodic_length"], [3.0, 3.0, 3.0])
     true_value = 1.0 / (1.0 - gamma)  # 2.0
     # Cutting the bootstrap at the 3-step limit would average 1.75, 1.5 and 1: about 1.42.
     as_termination = sum((1 - gamma ** (3 - t)) / (1 - gamma) for t in range(3)) / 3

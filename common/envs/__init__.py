@@ -64,7 +64,7 @@ from canter.common.envs.registry import (  # noqa: E402
     vector_mask,
     vector_step,
 )
-from canter.common.envs.wrappers import base_state, episode_metrics  # noqa: E402
+from canter.common.envs.wrappers import base_state, ended_episodes  # noqa: E402
 
 __all__ = [
     "BRAX_ENVS",
@@ -78,7 +78,7 @@ __all__ = [
     "action_kind",
     "base_state",
     "env_names",
-    "episode_metrics",
+    "ended_episodes",
     "evaluation_env",
     "is_host_env",
     "make_env",

@@ -13,7 +13,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Float, Int
 
 
 class Wrapper:
@@ -112,14 +112,19 @@ class StickyActions(Wrapper):
 
 
 class EpisodeStatsState(eqx.Module):
-    """Running and last-finished episode return and length of one environment."""
+    """One environment's running episode, and the episodes it ended since they were last read.
+
+    `ended` counts the episodes that ended since `ended_episodes` last cleared the record;
+    `ended_return` and `ended_length` are their sums (so many envs and many steps combine into
+    one mean weighted by episodes, as the references weigh them).
+    """
 
     env_state: Any
     episode_return: Float[Array, ""]
     episode_length: Int[Array, ""]
-    returned_return: Float[Array, ""]
-    returned_length: Int[Array, ""]
-    has_returned: Bool[Array, ""]  # validity flag: false until the first episode ends
+    ended_return: Float[Array, ""]
+    ended_length: Int[Array, ""]
+    ended: Int[Array, ""]
 
 
 class EpisodeStats(Wrapper):
@@ -128,8 +133,7 @@ class EpisodeStats(Wrapper):
     def reset(self, key: Array, params: Any) -> tuple[Array, EpisodeStatsState]:
         obs, env_state = self._env.reset(key, params)
         zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
-        state = EpisodeStatsState(env_state, zero_f, zero_i, zero_f, zero_i, jnp.array(False))
-        return obs, state
+        return obs, EpisodeStatsState(env_state, zero_f, zero_i, zero_f, zero_i, zero_i)
 
     def step(
         self, key: Array, state: EpisodeStatsState, action: Array | int | float, params: Any
@@ -144,26 +148,43 @@ class EpisodeStats(Wrapper):
             env_state=env_state,
             episode_return=jnp.where(done, 0.0, episode_return),
             episode_length=jnp.where(done, 0, episode_length),
-            returned_return=jnp.where(done, episode_return, state.returned_return),
-            returned_length=jnp.where(done, episode_length, state.returned_length),
-            has_returned=jnp.logical_or(state.has_returned, done),
+            ended_return=state.ended_return + jnp.where(done, episode_return, 0.0),
+            ended_length=state.ended_length + jnp.where(done, episode_length, 0),
+            ended=state.ended + done.astype(jnp.int32),
         )
         # Rewards as float32 (some bsuite and misc envs give int32): one dtype for every target.
         return obs, state, reward.astype(jnp.float32), terminated, truncated, info
 
 
-def episode_metrics(state: EpisodeStatsState) -> dict[str, Float[Array, ""]]:
-    """Mean return and length of the last finished episode over the envs that finished one.
+def ended_episodes(
+    state: EpisodeStatsState,
+) -> tuple[dict[str, Float[Array, ""]], EpisodeStatsState]:
+    """The episodes that ended since the last read, over every env of `state` (vmapped or
+    not), and `state` with that record cleared.
 
-    NaN until some environment has finished an episode (the validity flag, made visible).
+    `episodic_return` and `episodic_length` are their mean return and length (NaN when none
+    ended), `episodes` their number: PureJaxRL's and Craftax_Baselines' training statistic
+    (the sum of returns of the episodes ended in an update over their count), read once per
+    iteration. The caller carries the returned state on, or the next read counts these again.
     """
-    count = jnp.sum(state.has_returned)
-    weights = state.has_returned / jnp.maximum(count, 1)
-    valid = count > 0
-    return {
-        "episodic_return": jnp.where(valid, jnp.sum(weights * state.returned_return), jnp.nan),
-        "episodic_length": jnp.where(valid, jnp.sum(weights * state.returned_length), jnp.nan),
+    count = jnp.sum(state.ended)
+    ended = count > 0
+    per_episode = 1.0 / jnp.maximum(count, 1)
+    metrics = {
+        "episodic_return": jnp.where(ended, jnp.sum(state.ended_return) * per_episode, jnp.nan),
+        "episodic_length": jnp.where(ended, jnp.sum(state.ended_length) * per_episode, jnp.nan),
+        "episodes": count.astype(jnp.float32),
     }
+    cleared = eqx.tree_at(
+        lambda s: (s.ended_return, s.ended_length, s.ended),
+        state,
+        (
+            jnp.zeros_like(state.ended_return),
+            jnp.zeros_like(state.ended_length),
+            jnp.zeros_like(state.ended),
+        ),
+    )
+    return metrics, cleared
 
 
 class ObservationSubset(Wrapper):

@@ -17,11 +17,12 @@ def run_episodes(
 ) -> dict[str, Float[Array, ""]]:
     """Mean return and length of one episode on each of `num_envs` fresh environments.
 
-    `policy(obs, carry) -> (actions, carry)` maps a batch of observations to a batch of greedy
-    (or deterministic) actions; `carry` is its memory at the start of an episode (None for a
-    feed-forward policy). For an env with action masks it is called `policy(obs, carry, mask)`
-    with the valid actions of each env's state (common/envs/registry.py, `vector_mask`). Each
-    env plays one episode, so the carry never needs resetting.
+    `policy(obs, carry) -> (actions, carry)` maps a batch of observations to a batch of
+    actions; `carry` is what it carries from step to step (a memory, a sampled policy's key;
+    None for a feed-forward greedy policy) as it is at the start of an episode. For an env with
+    action masks it is called `policy(obs, carry, mask)` with the valid actions of each env's
+    state (common/envs/registry.py, `vector_mask`). Each env plays one episode, so the carry
+    never needs resetting.
     Stops once every episode has ended, at most the env's `max_steps_in_episode` steps: chunks
     of CHUNK steps (a scan) in a while loop that asks "all done?" between chunks only, since
     under vmap the test couples the seeds and, sharded, is a cross-device reduction. A chunk

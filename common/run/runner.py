@@ -12,7 +12,6 @@ import dataclasses
 import importlib.util
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -503,13 +502,19 @@ def _line(train: Any, metrics: dict, i: int, first: int, size: int, elapsed: flo
     """The progress line after interval i: env steps, speed, training and eval return."""
     steps = train.env_steps(i)
     done_steps = (steps - (train.env_steps(first - 1) if first else 0)) * size
-    with warnings.catch_warnings():  # all-NaN: no episode ended yet, or every seed diverged
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return (
-            f"env steps {steps:>10,}  SPS {done_steps / elapsed:>10,.0f}  "
-            f"return {np.nanmean(metrics['train']['episodic_return']):8.2f}  "
-            f"eval {np.nanmean(metrics['eval']['episodic_return']):8.2f}"
-        )
+    return (
+        f"env steps {steps:>10,}  SPS {done_steps / elapsed:>10,.0f}  "
+        f"return {_mean(metrics['train']['episodic_return'])}  "
+        f"eval {_mean(metrics['eval']['episodic_return'])}"
+    )
+
+
+def _mean(values: Any) -> str:
+    """The mean over seeds of the finite values, 8 wide; "-" where there is none (no episode
+    ended in the interval, or every seed diverged)."""
+    values = np.asarray(values)
+    values = values[np.isfinite(values)]
+    return f"{values.mean():8.2f}" if values.size else f"{'-':>8}"
 
 
 def _row(train: Any, i: int, metrics: dict, b: int) -> dict[str, Any]:
