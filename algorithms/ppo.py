@@ -447,9 +447,11 @@ def make_train(config: Config) -> trainer.Train:
 # --- presets
 
 
-# gymnax-blines' MinAtar PPO (agents/<game>/ppo.yaml, all games alike): 64 envs x 128 steps, 4
-# epochs x 8 minibatches, lr 5e-4 constant (canter skips its 5% warm-up), gamma 0.999, ReLU MLPs
-# 2x256, 1e7 env steps; no sticky actions, as gymnax's MinAtar has none (MinAtar's own: 0.1).
+# gymnax-blines' MinAtar PPO (agents/<game>/ppo.yaml at 3f029d6, all games alike; Seaquest has
+# none and takes the same): 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-4 constant (its
+# schedule runs from 5e-4 to 5e-4), gamma 0.999, ReLU MLPs 2x256, 1e7 env steps, the budget of
+# its published numbers (one seed, the sampled policy); no sticky actions, as gymnax's MinAtar
+# has none (MinAtar's own: 0.1).
 MINATAR = dict(
     total_timesteps=10_000_000,
     eval_every=409_600,  # 50 iterations
@@ -505,9 +507,8 @@ CRAFTAX_1E9 = dict(
     num_steps=64,
     learning_rate=2e-4,
 )
-for game in CRAFTAX_GAMES:
-    PRESETS[game] = dict(CRAFTAX_1M, env=f"craftax:{game}")
-    PRESETS[f"{game}-1e9"] = dict(CRAFTAX_1E9, env=f"craftax:{game}")
+PRESETS |= {game: dict(CRAFTAX_1M, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
+PRESETS |= {f"{game}-1e9": dict(CRAFTAX_1E9, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

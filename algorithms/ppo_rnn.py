@@ -488,10 +488,8 @@ CRAFTAX_1E9 = dict(
     num_steps=64,
     learning_rate=2e-4,
 )
-PRESETS = {}
-for game in CRAFTAX_GAMES:
-    PRESETS[game] = dict(CRAFTAX_1M, env=f"craftax:{game}")
-    PRESETS[f"{game}-1e9"] = dict(CRAFTAX_1E9, env=f"craftax:{game}")
+PRESETS = {game: dict(CRAFTAX_1M, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
+PRESETS |= {f"{game}-1e9": dict(CRAFTAX_1E9, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

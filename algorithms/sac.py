@@ -435,9 +435,12 @@ def make_train(config: Config) -> trainer.Train:
 # --- presets
 
 
-# CleanRL's MuJoCo SAC, but the actor updated every step (CleanRL: twice every second step).
+# CleanRL's MuJoCo SAC (sac_continuous_action.py at fe8d8a0), but the actor updated every step
+# (CleanRL: twice every second step). The tuned temperature starts at 1, as CleanRL's
+# (log_alpha = 0); canter's default start is 0.2.
 MUJOCO = dict(
     total_timesteps=10**6,
+    alpha=1.0,
     eval_every=10_000,
     num_eval_envs=4,
     buffer_size=10**6,

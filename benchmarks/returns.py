@@ -44,28 +44,37 @@ RESULTS = Path(__file__).resolve().parent / "results" / "returns"
 TRAIN_STATISTIC = "episodes ended in the last iteration"
 
 # Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
-# (docs/design.md, "Reference returns") for every algorithm on classic control; on MinAtar,
-# the number of the reference the algorithm's preset follows, where one was published
-# (gymnax-blines PPO, MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN
-# give curves only).
-GYMNAX_BLINES = {
-    "CartPole-v1": (500.0, 150_000),
-    "Acrobot-v1": (-80.0, 500_000),
-    "Pendulum-v1": (-130.0, 1_000_000),
-    "MountainCar-v0": (-118.0, 250_000),
-    "MountainCarContinuous-v0": (92.0, 1_000_000),
+# (docs/design.md, "Reference returns"; their logs read at 3f029d6) for every algorithm on
+# classic control. gymnax's README lists Pendulum's -130 and MountainCarContinuous's 92 under
+# "PPO, ES": both are its ES checkpoints' (-130.16 at 3.96e7 env steps, 95.34 at 8.94e8), so
+# those two rows take the PPO checkpoints' own final logged returns. On MinAtar, the number of
+# the reference the algorithm's preset follows, where one was published (gymnax-blines PPO,
+# MLP, 1e7 steps, no Seaquest; purejaxql's PQN and the MinAtar paper's DQN give curves only).
+GYMNAX_BLINES = {  # env: (return, env steps, whose)
+    "CartPole-v1": (500.0, 150_000, "gymnax-blines PPO"),
+    "Acrobot-v1": (-80.0, 500_000, "gymnax-blines PPO"),
+    "Pendulum-v1": (-200.6, 991_968, "gymnax-blines PPO checkpoint; gymnax's -130 is ES at 3.96e7"),
+    "MountainCar-v0": (-118.0, 250_000, "gymnax-blines PPO"),
+    "MountainCarContinuous-v0": (
+        -0.11,
+        223_968,
+        "gymnax-blines PPO checkpoint; gymnax's 92 is ES at 8.9e8",
+    ),
 }
+# gymnax-blines' MinAtar PPO: one seed, the sampled policy's mean over 164 test episodes (its
+# utils/ppo.py); Breakout's 28 is the README's, from a 2022 checkpoint (the current logs 22.9).
 MINATAR_PPO = {"Asterix": 15.0, "Breakout": 28.0, "Freeway": 58.0, "SpaceInvaders": 131.0}
-# CleanRL's published final returns (JMLR 2022 appendix; at least 3 seeds, 1e6 steps on the MuJoCo
-# v2 tasks, 1e7 on Atari's NoFrameskip-v4 without sticky actions): the nearest published
-# numbers for canter's MuJoCo v5 presets and ppo_atari, their budget and version marked.
+# CleanRL's published final returns, training episodic returns over at least 3 seeds (the
+# JMLR 2022 appendix and the docs: SAC on MuJoCo v2, TD3 as re-run on v4 in td3.md; Atari's
+# NoFrameskip-v4 without sticky actions, 1e7 steps): the nearest published numbers for canter's
+# MuJoCo v5 presets and ppo_atari, their budget and version marked.
 CLEANRL = {
     ("sac", "HalfCheetah-v5"): (10310.37, 1_000_000, "HalfCheetah-v2"),
     ("sac", "Hopper-v5"): (2685.76, 1_000_000, "Hopper-v2"),
     ("sac", "Walker2d-v5"): (4418.15, 1_000_000, "Walker2d-v2"),
-    ("td3", "HalfCheetah-v5"): (9018.31, 1_000_000, "HalfCheetah-v2"),
-    ("td3", "Hopper-v5"): (3391.78, 1_000_000, "Hopper-v2"),
-    ("td3", "Walker2d-v5"): (4246.07, 1_000_000, "Walker2d-v2"),
+    ("td3", "HalfCheetah-v5"): (9583.22, 1_000_000, "HalfCheetah-v4"),
+    ("td3", "Hopper-v5"): (3134.61, 1_000_000, "Hopper-v4"),
+    ("td3", "Walker2d-v5"): (4057.59, 1_000_000, "Walker2d-v4"),
     ("ppo_atari", "ALE/Breakout-v5"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
     ("ppo_atari", "ALE/Pong-v5"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
 }
@@ -115,6 +124,8 @@ SAC_LONGER |= {"HopperStand", "CheetahRun", "HumanoidWalk"}
 # Published without a number to read off (curves only): said in the table all the same.
 CURVES_ONLY = {"pqn": "purejaxql PQN: curves only", "dqn": "Young & Tian 2019 DQN: curves only"}
 # Other published figures a row is set beside, in words (a different measure or network).
+# Jumanji's Knapsack-v1 bounds, measured on its own instance distribution.
+KNAPSACK_BOUNDS = RESULTS.parent / "knapsack_bounds.json"
 ALSO = {
     ("ppo", "SpaceInvaders-MinAtar"): "training return about 170 at 10,000,000 "
     "(PureJaxRL MinAtar notebook, MLP 2x64)",
@@ -124,13 +135,13 @@ ALSO = {
 def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
     """(published return, its env steps, whose) for `algo` on `env`, or Nones and a remark."""
     if env in GYMNAX_BLINES:
-        return (*GYMNAX_BLINES[env], "gymnax-blines PPO")
+        return GYMNAX_BLINES[env]
     if (algo, env.removeprefix("gymnasium:")) in CLEANRL:
         published, budget, task = CLEANRL[algo, env.removeprefix("gymnasium:")]
-        return published, budget, f"CleanRL {algo}, {task}"
+        return published, budget, f"CleanRL {algo}, {task}, training return"
     game = env.removesuffix("-MinAtar")
     if algo == "ppo" and game in MINATAR_PPO:
-        return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO"
+        return MINATAR_PPO[game], 10_000_000, "gymnax-blines PPO, 1 seed, sampled policy"
     if env.endswith("-MinAtar") and algo in CURVES_ONLY:
         return None, None, CURVES_ONLY[algo]
     task = env.removeprefix("playground:")
@@ -323,6 +334,13 @@ def table(out: Path) -> str:
                 ref += f"; random valid actions: {random:.2f} ({random / CRAFTAX_MAX[game]:.1%})"
         if (r["algo"], r["env"]) in ALSO:
             ref += f"; {ALSO[r['algo'], r['env']]}"
+        if r["env"] == "jumanji:Knapsack-v1" and KNAPSACK_BOUNDS.exists():
+            bounds = json.loads(KNAPSACK_BOUNDS.read_text())
+            ref += (
+                f"; no published agent return (Jumanji's are curves); optimum "
+                f"{bounds['optimum_mean']:.2f}, value-per-weight greedy {bounds['greedy_mean']:.2f}"
+                f" (benchmarks/knapsack_bounds.py, {bounds['instances']:,} instances)"
+            )
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"[{r['label']}]"] if r.get("label") else []
         flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]

@@ -587,3 +587,50 @@ def test_gpu_kernels_counts_launches_through_loops_and_conditionals():
     record["seeds"] = {"1": {"canter": row, "rejax": row | {"launches": 100}}}
     text = gpu_kernels.table(record)
     assert "| 1 | 80 | 100 | 0.80 |" in text and "| canter | loop 1 | 8 | 9 |" in text
+
+
+FAKE_CB_PPO = """
+import argparse
+import wandb
+
+parser = argparse.ArgumentParser()
+for flag in ("--env_name", "--total_timesteps", "--num_envs", "--num_steps", "--lr", "--seed"):
+    parser.add_argument(flag)
+parser.add_argument("--use_wandb", action=argparse.BooleanOptionalAction, default=True)
+parser.add_argument("--debug", action=argparse.BooleanOptionalAction, default=True)
+args = parser.parse_args()
+assert args.use_wandb and args.debug and args.lr == "0.0003" and args.num_envs == "256"
+wandb.init(project=None)
+updates = int(args.total_timesteps) // int(args.num_envs) // int(args.num_steps)
+for update in range(updates):  # CB's batch_log drops a NaN statistic: no episode ended
+    wandb.log({"episode_length": 9.0} if update == 2 else {"episode_return": 1.0 + update})
+"""
+
+
+def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_path, repo_root):
+    """benchmarks/craftax_peer.py against a stand-in for CB's ppo.py (CB is not on PyPI): CB's
+    flags reach it, every `wandb.log` is kept, and an update with no ended episode is None."""
+    import subprocess
+    import sys
+
+    (tmp_path / "cb").mkdir()
+    (tmp_path / "cb" / "ppo.py").write_text(FAKE_CB_PPO)
+    command = [sys.executable, "benchmarks/craftax_peer.py", "--cb-dir", tmp_path / "cb"]
+    command += ["--total-timesteps", 4 * 256 * 16, "--out", tmp_path]
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "cb_ppo__Craftax-Symbolic-v1__seed0.json").read_text())
+    assert record["episode_return"] == [1.0, 2.0, None, 4.0] and record["updates"] == 4
+    assert record["final_train_return"] == 4.0
+    assert record["score_percent"] == pytest.approx(400 / 226)
+    assert "--num_envs=256 --num_steps=16 --lr=0.0003" in record["command"]
+
+
+def test_knapsack_bounds_solve_exactly_where_the_greedy_fill_falls_short():
+    from benchmarks import knapsack_bounds
+
+    weights, values = np.array([3.0, 2.0, 2.0]), np.array([5.0, 3.0, 3.0])
+    # By value per weight the first item goes in first, and then nothing else fits.
+    assert knapsack_bounds.greedy(weights, values, 4.0) == 5.0
+    assert knapsack_bounds.optimum(weights, values, 4.0) == 6.0
+    assert knapsack_bounds.optimum(weights, values, 7.0) == 11.0  # everything fits

@@ -176,7 +176,9 @@ def test_minatar_presets_cover_every_game(name):
     assert sorted(minatar) == sorted(STICKY_ACTION_ENVS)  # the others are Craftax's
     for env, preset in minatar.items():
         config = module.Config(**preset)
-        assert config.env == env and config.total_timesteps == 10_000_000
+        # The budget of each reference's published curves: MinAtar's DQN 5e6, the others 1e7.
+        budget = 5_000_000 if name == "dqn" else 10_000_000
+        assert config.env == env and config.total_timesteps == budget
     assert module.Config(**module.PRESETS["Breakout-MinAtar"]).network == (
         "mlp" if name == "ppo" else "cnn"
     )

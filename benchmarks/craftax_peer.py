@@ -1,0 +1,119 @@
+"""Craftax_Baselines' own PPO (or PPO-RNN) on Craftax, its per-update training statistic saved.
+
+The peer run beside `returns.py`'s Craftax rows: the reference's code, unmodified, at the same
+budget and settings, on the same machine, so that canter's row compares like with like.
+Craftax_Baselines (CB) is not on PyPI: check it out at the commit its presets cite and pass it.
+
+    git clone https://github.com/MichaelTMatthews/Craftax_Baselines CB
+    git -C CB checkout 7ce36fa05b84a2c9e758012f1e6da402e1e3a891
+    pip install -e ".[craftax,bench]"   # flax, wandb and orbax: CB imports them at the top
+    python benchmarks/craftax_peer.py --cb-dir CB --script ppo --seed 0
+
+The defaults are the Craftax paper's 1M configuration that canter's `--preset
+Craftax-Symbolic-v1` follows (256 envs x 16 steps, lr 3e-4, 1e6 env steps; algorithms/ppo.py).
+CB reports its statistic through wandb only (ppo.py L582-592: the mean return of the episodes
+that ended in each update, NaN dropped, `logz/batch_logging.py`). This script runs CB's
+`run_ppo` as CB's command line would, with `wandb` replaced by a stand-in that keeps every
+logged dict instead of sending it: nothing of CB is edited, and nothing leaves the machine.
+
+Writes `results/peer_returns/cb_<script>__<env>__seed<k>.json`: the command, the per-update
+returns (None where no episode ended), the final statistic (the last update's, as canter's
+row reads it) and its score as % of the maximum, and the wall time (compile included).
+"""
+
+import argparse
+import runpy
+import sys
+import time
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from canter.common.run.files import write_json  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "peer_returns"
+MAXIMUM = {"Craftax-Symbolic-v1": 226.0, "Craftax-Classic-Symbolic-v1": 22.0}
+
+
+def stand_in_wandb(logged: list[dict]) -> types.ModuleType:
+    """A `wandb` module whose `log` appends to `logged` and whose `init` does nothing."""
+    module = types.ModuleType("wandb")
+    module.init = lambda *args, **kwargs: None
+    module.log = lambda data, *args, **kwargs: logged.append(dict(data))
+    module.run = None
+    return module
+
+
+def cb_arguments(args: argparse.Namespace) -> list[str]:
+    """CB's own flags for this run (its argparse; everything not named keeps CB's default)."""
+    return [
+        f"--env_name={args.env}",
+        f"--total_timesteps={args.total_timesteps}",
+        f"--num_envs={args.num_envs}",
+        f"--num_steps={args.num_steps}",
+        f"--lr={args.lr}",
+        f"--seed={args.seed}",
+        "--use_wandb",  # logging on: CB's callback hands each update's statistic to `wandb.log`
+        "--debug",
+    ]
+
+
+def run(args: argparse.Namespace) -> dict:
+    cb_dir = Path(args.cb_dir).resolve()
+    script = cb_dir / f"{args.script}.py"
+    if not script.is_file():
+        raise SystemExit(f"{script} not found: --cb-dir is a Craftax_Baselines checkout.")
+    logged: list[dict] = []
+    sys.modules["wandb"] = stand_in_wandb(logged)
+    sys.path.insert(0, str(cb_dir))
+    argv = cb_arguments(args)
+    sys.argv = [str(script), *argv]
+    start = time.perf_counter()
+    runpy.run_path(str(script), run_name="__main__")
+    wall_s = time.perf_counter() - start
+    updates = args.total_timesteps // (args.num_envs * args.num_steps)
+    if len(logged) != updates:
+        raise SystemExit(f"CB logged {len(logged)} updates, expected {updates}.")
+    returns = [row.get("episode_return") for row in logged]
+    returns = [None if r is None else float(r) for r in returns]
+    ended = [r for r in returns if r is not None]
+    final = ended[-1] if ended else None
+    maximum = MAXIMUM[args.env]
+    return {
+        "peer": f"Craftax_Baselines {args.script}.py",
+        "cb_commit": args.cb_commit,
+        "command": f"python {args.script}.py {' '.join(argv)}",
+        "env": args.env,
+        "seed": args.seed,
+        "env_steps": updates * args.num_envs * args.num_steps,
+        "updates": updates,
+        "episode_return": returns,
+        "final_train_return": final,
+        "score_percent": None if final is None else 100 * final / maximum,
+        "wall_s": wall_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cb-dir", required=True, help="a Craftax_Baselines checkout")
+    parser.add_argument("--cb-commit", default="7ce36fa05b84a2c9e758012f1e6da402e1e3a891")
+    parser.add_argument("--script", choices=["ppo", "ppo_rnn"], default="ppo")
+    parser.add_argument("--env", choices=sorted(MAXIMUM), default="Craftax-Symbolic-v1")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--total-timesteps", type=int, default=1_000_000)
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--num-steps", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    record = run(args)
+    path = args.out / f"cb_{args.script}__{args.env}__seed{args.seed}.json"
+    write_json(path, record)
+    final = record["final_train_return"]
+    print(f"{path}: final train return {final} ({record['score_percent']}% of the maximum)")
+
+
+if __name__ == "__main__":
+    main()
