@@ -407,10 +407,10 @@ def make_train(config: Config) -> trainer.Train:
 # Deviations: updates start after 5,000 stored transitions (the reference's first follows the
 # 5,002nd: it tests t > 5000 after storing transition t) and the target is copied every 1,000 env
 # steps (the reference counts updates, one per step after warm-up: the same cadence, shifted by
-# a few steps); returns are greedy evaluations (the paper reports training episodes, the
-# statistic canter's train return reads). Budget: 5e6 env steps, where the paper's curves end
-# (examples/dqn.py's NUM_FRAMES); every schedule here is in absolute steps, so a shorter run
-# (the CPU rows' 4e5) compresses nothing.
+# a few steps); returns are greedy evaluations (the paper plots training episodes, a running
+# average; with one env canter's train return is the last episode ended in an interval).
+# Budget: 5e6 env steps, where the paper's curves end (examples/dqn.py's NUM_FRAMES); every
+# schedule here is in absolute steps, so a shorter run (the CPU rows' 4e5) compresses nothing.
 MINATAR = dict(
     sticky_action_prob=0.1,
     total_timesteps=5_000_000,

@@ -1,4 +1,4 @@
-"""Evaluate a trained run: load its checkpoint, run greedy episodes per seed, optionally a GIF.
+"""Evaluate a trained run: load its checkpoint, run episodes per seed, optionally a GIF.
 
     python algorithms/evaluate.py runs/CartPole-v1__ppo__0__20261122-080000 --episodes 32
     python algorithms/evaluate.py RUN_DIR --gif cartpole.gif
@@ -181,12 +181,13 @@ def main(
     gif_steps: int | None = None,
     algorithm: Path | None = None,
 ) -> dict[str, Any]:
-    """Greedy evaluation of every seed (and sweep point) of a run's last checkpoint.
+    """Evaluation of every seed (and sweep point) of a run's last checkpoint, as the run's
+    `eval_policy` plays (greedy unless it asked for `sampled`).
 
     Args:
         run_dir: The run directory (holds config.json and checkpoint.eqx).
-        episodes: Greedy episodes per seed, each on a fresh environment.
-        gif: Also render one greedy episode to this GIF file.
+        episodes: Episodes per seed, each on a fresh environment.
+        gif: Also render one episode to this GIF file.
         gif_entry: Which seed (index in the run, point-major in a sweep) to render.
         gif_steps: Draw at most this many steps of the episode (default: all of it).
         algorithm: The algorithm file that made the run, if it moved since (config.json

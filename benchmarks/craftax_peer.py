@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> dict:
     sys.argv = [str(script), *argv]
     start = time.perf_counter()
     runpy.run_path(str(script), run_name="__main__")
+    # CB's run_ppo neither blocks on its result nor saves it by default: wait until every
+    # update's callback has reported, or the clock and the count stop early.
+    import jax
+
+    jax.effects_barrier()
     wall_s = time.perf_counter() - start
     updates = args.total_timesteps // (args.num_envs * args.num_steps)
     if len(logged) != updates:

@@ -15,7 +15,8 @@ docs/results.md renders it (`python benchmarks/render_docs.py`).
 `--presets` starts each env from the algorithm's preset of that name (`--preset ENV` on the
 command line: MinAtar's reference configs); `--set` overrides on top.
 
-The "final" return is the last greedy evaluation of each seed (`num_eval_envs` episodes); the
+The "final" return is the last evaluation of each seed (`num_eval_envs` episodes of the
+config's `eval_policy`, greedy unless a preset or flag says `sampled`); the
 IQM is the mean of the middle 50% of seeds, with a 95% percentile-bootstrap interval.
 """
 
@@ -257,7 +258,7 @@ def run_one(
             "env_steps": parts[0]["env_steps"],
             "eval_return": [r for p in parts for r in p["eval_return"]],
             "final_return": [r for p in parts for r in p["final_return"]],
-            "final_return_mean": float(np.mean([r for p in parts for r in p["final_return"]])),
+            "final_return_mean": float(np.nanmean([r for p in parts for r in p["final_return"]])),
             "compile_s": sum(p["compile_s"] for p in parts),
             "run_s": sum(p["run_s"] for p in parts),
         }

@@ -110,10 +110,12 @@ def test_a_run_directory_from_before_env_step_eval_every_is_not_resumed(tmp_path
     )
     config_file = result.run_dir / "config.json"
     record = json.loads(config_file.read_text())
-    assert record["format"] == 2
+    assert record["format"] == 3
+    assert RunDir(result.run_dir).load_config(ppo.Config)[1] == config  # evaluate.py reads it
     del record["format"]  # what a run written before the change holds
     config_file.write_text(json.dumps(record))
-    assert RunDir(result.run_dir).load_config(ppo.Config)[1] == config  # evaluate.py reads it
+    with pytest.raises(ConfigError, match="format 1 counted eval_every in iterations"):
+        RunDir(result.run_dir).load_config(ppo.Config)  # its checkpoint would not load
     saved = result.run_dir / "checkpoint.eqx"
     header, payload = checkpoint.read_header(saved)
     del header["config"]["format"]

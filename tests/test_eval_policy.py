@@ -3,6 +3,7 @@ stochastic policy; a bad value is refused before anything compiles."""
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,29 +14,37 @@ from canter.common.config import ConfigError
 DRAWS = 4096
 
 
-def play(module, config, obs_dim: int):
+def play(module, config, obs_dim: int, prepare=lambda state: state):
     """The first actions of DRAWS copies of one observation, greedy and sampled, with the
-    state of a fresh (untrained) run."""
+    state of a fresh (untrained) run, changed by `prepare`."""
     actions = {}
     for kind in ("greedy", "sampled"):
         train = module.make_train(dataclasses.replace(config, eval_policy=kind))
-        state = train.init(jax.random.key(0))
+        state = prepare(train.init(jax.random.key(0)))
         obs = jnp.full((DRAWS, obs_dim), 0.3)
         carry = train.start_carry(DRAWS, jax.random.key(1))
         actions[kind], _ = jax.jit(train.policy(state))(obs, carry)
     return train, state, actions
 
 
+def sharpen(state):
+    """The policy's output bias set to (2, 0.5, -1): an untrained policy's logits are near zero
+    (gain 0.01), where sampling could not be told from uniform draws."""
+    bias = jnp.array([2.0, 0.5, -1.0])
+    return eqx.tree_at(lambda s: s.model.actor.layers[-1].bias, state, bias)
+
+
 @pytest.mark.parametrize("module", [ppo, ppo_rnn], ids=["ppo", "ppo_rnn"])
 def test_a_discrete_sampled_policy_draws_from_the_softmax_greedy_takes_its_mode(module):
     config = module.Config(env="Acrobot-v1", num_envs=4, num_steps=4, total_timesteps=64)
-    train, state, actions = play(module, config, obs_dim=6)
+    train, state, actions = play(module, config, obs_dim=6, prepare=sharpen)
     carry = train.start_carry(1)
     if train.initial_carry is None:
         logits = state.model.logits(jnp.full(6, 0.3))
     else:
         logits = jax.vmap(state.model)(carry[0], jnp.full((1, 6), 0.3), jnp.zeros(1, bool))[1][0]
     probs = np.asarray(jax.nn.softmax(logits))
+    assert probs.max() - probs.min() > 0.2, probs  # far from uniform: the test can tell
     assert np.all(np.asarray(actions["greedy"]) == np.argmax(probs))
     counts = np.bincount(np.asarray(actions["sampled"]), minlength=3) / DRAWS
     np.testing.assert_allclose(counts, probs, atol=4 * np.sqrt(0.25 / DRAWS))

@@ -9,5 +9,5 @@ rundir.py      the run directory's layout and config.json; files.py: atomic writ
 checkpoint.py  save / load the whole state; interrupts.py: SIGTERM / SIGINT
 logging.py     metric sinks (CSV, TensorBoard, W&B); report.py: summaries, curves
 health.py      divergence checks; debug.py: --debug (eager, NaN checks)
-evaluation.py  greedy episodes of a policy (run_episodes)
+evaluation.py  episodes of a policy (run_episodes)
 """

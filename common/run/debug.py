@@ -67,7 +67,7 @@ def run_debug(
     with jax.disable_jit():
         train = make_train(config)
         state, eval_key = train.start(seed_keys(config.seed, 1)[0])
-    evaluate = jax.jit(train.evaluate)  # greedy episodes, compiled: not what one steps through
+    evaluate = jax.jit(train.evaluate)  # evaluation episodes, compiled: not what one steps through
     for i in range(iterations):
         tic = time.perf_counter()
         with jax.disable_jit():

@@ -195,7 +195,7 @@ def learning_curve_figure(batch: Batch, env_steps: list[int], metrics: dict, tit
             mean, low, high = bootstrap_band(curve)
             (line,) = ax.plot(env_steps, mean, label=name, marker=marker, markersize=4)
             ax.fill_between(env_steps, low, high, color=line.get_color(), alpha=0.25)
-        ax.set_title(f"{'training' if group == 'train' else 'greedy evaluation'} return")
+        ax.set_title(f"{'training' if group == 'train' else 'evaluation'} return")
         ax.set_xlabel("env steps (per seed)")
         ax.set_xlim(0, max(env_steps) * 1.04)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))

@@ -42,8 +42,10 @@ def _encode(value: Any) -> Any:
     return value
 
 
-# config.json's format: 2 since eval_every counts env steps (it counted iterations before).
-FORMAT = 2
+# config.json's format: 2 since eval_every counts env steps (it counted iterations before); 3
+# since the episode statistics count the episodes ended in each iteration (issue 43: the env
+# state's fields differ, so a format-2 checkpoint does not load into this canter's state).
+FORMAT = 3
 
 
 def config_record(algo: str, config: Any, sweep: dict[str, list[float]]) -> dict[str, Any]:
@@ -53,13 +55,16 @@ def config_record(algo: str, config: Any, sweep: dict[str, list[float]]) -> dict
 
 
 def _check_format(path: Path, saved: dict[str, Any]) -> None:
-    """Refuse to resume a run written in another config.json format: its fields mean other
-    things (format 1: eval_every counted iterations), so it would not continue as it ran."""
+    """Refuse to resume or evaluate a run written in another config.json format: its fields
+    mean other things (format 1: eval_every counted iterations) and its checkpoint holds
+    another state (format 2: the episode statistics' fields)."""
     if saved.get("format", 1) != FORMAT:
         raise ConfigError(
             f"{path} has config.json format {saved.get('format', 1)}, this canter writes "
-            f"{FORMAT} (format 1 counted eval_every in iterations, 2 in env steps): resume it "
-            "with the canter that made it, or start a new run (evaluate.py still reads it)."
+            f"{FORMAT} (format 1 counted eval_every in iterations; 2 kept each env's last "
+            "finished episode in its env state, where 3 counts the episodes ended since the "
+            "last iteration): resume or evaluate it with the canter that made it, or start a "
+            "new run."
         )
 
 
@@ -192,8 +197,9 @@ class RunDir:
         """(algo, Config, sweep) of the saved run, read into `config_cls` (the algorithm's
         Config); with `algo` the run must be one of that algorithm's."""
         saved = self.read_config()
+        _check_format(self.path, saved)  # an older format's checkpoint has another state
         saved_algo, sweep = saved.pop("algo", None), saved.pop("sweep", {})
-        saved.pop("format", None)  # resume checks it (check_resume); evaluation does not need it
+        saved.pop("format", None)
         saved.pop("source", None)
         if algo is not None and saved_algo != algo:
             raise ConfigError(f"Cannot use {self.path} with {algo}.py: it is a {saved_algo} run.")
