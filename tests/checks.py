@@ -14,7 +14,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from canter.algorithms import evaluate
 from canter.common.run import checkpoint
@@ -142,3 +144,10 @@ def algorithms_folder(exclusive: bool = False) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def assert_episodes_read_and_cleared(state: Any, metrics: dict) -> None:
+    """The episodes each iteration ended were counted, and the record `ended_episodes` cleared
+    was carried on in the state: a run that ended some leaves none uncounted behind."""
+    assert np.nansum(np.asarray(metrics["train"]["episodes"])) > 0  # else nothing to check
+    assert not np.any(np.asarray(state.env_state.ended)), np.asarray(state.env_state.ended)

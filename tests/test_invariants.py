@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from canter.algorithms import dqn, ppo, sac, td3, trainer
 
+from tests.checks import assert_episodes_read_and_cleared
+
 TINY = ppo.Config(
     total_timesteps=4 * 8 * 6,
     num_envs=4,
@@ -51,6 +53,7 @@ def assert_trees_close(a, b, rtol=1e-5, atol=1e-5):
 
 def test_every_state_leaf_is_an_array(vmapped):
     state, metrics = vmapped
+    assert_episodes_read_and_cleared(state, metrics)
     for leaf in jax.tree.leaves((state, metrics)):
         assert isinstance(leaf, jax.Array), type(leaf)
     init_state = jax.jit(ppo.make_train(TINY).init)(jax.random.key(0))

@@ -11,7 +11,12 @@ import pytest
 from canter.algorithms import sac, trainer
 from canter.common.config import ConfigError
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
+from tests.checks import (
+    assert_episodes_read_and_cleared,
+    assert_evaluates_and_renders,
+    assert_refused_before_compiling,
+    cli_run,
+)
 from tests.test_invariants import assert_trees_close, counting
 
 # --- math against NumPy
@@ -155,6 +160,7 @@ def vmapped():
 
 def test_every_leaf_is_an_array_and_metrics_have_their_shape(vmapped):
     state, metrics = vmapped
+    assert_episodes_read_and_cleared(state, metrics)
     for leaf in jax.tree.leaves((state, metrics)):
         assert isinstance(leaf, jax.Array), type(leaf)
     expected = {"value_loss", "actor_loss", "alpha", "entropy", "q_values", "episodic_return"}
