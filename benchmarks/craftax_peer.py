@@ -18,10 +18,17 @@ logged dict instead of sending it: nothing of CB is edited, and nothing leaves t
 
 Writes `results/peer_returns/cb_<script>__<env>__seed<k>.json`: the command, the per-update
 returns (None where no episode ended), the final statistic (the last update's, as canter's
-row reads it) and its score as % of the maximum, and the wall time (compile included).
+row reads it) and its score as % of the maximum, and the wall time (compile included), then
+rebuilds `results/peer_returns/craftax_peer.md`: CB's seeds beside canter's finished programs of
+the same preset (`returns.py --algo ppo --presets --envs Craftax-Symbolic-v1`, one program or
+one per `--seeds-per-program` part, so a run spread over several sittings shows the seeds it
+has), with Welch's t-test of the difference once both sides have two seeds.
+
+    python benchmarks/craftax_peer.py --table-only   # rebuild craftax_peer.md
 """
 
 import argparse
+import json
 import runpy
 import sys
 import time
@@ -30,10 +37,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from canter.common.run.files import write_json  # noqa: E402
+from canter.common.run.files import atomic_write, write_json  # noqa: E402
+
+from benchmarks import harness  # noqa: E402
+from benchmarks.returns import CRAFTAX_PUBLISHED, duration  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "peer_returns"
+RETURNS = Path(__file__).resolve().parent / "results" / "returns"
 MAXIMUM = {"Craftax-Symbolic-v1": 226.0, "Craftax-Classic-Symbolic-v1": 22.0}
+SCRIPTS = {"ppo": "ppo", "ppo_rnn": "ppo_rnn"}  # canter's file: CB's script
 
 
 def stand_in_wandb(logged: list[dict]) -> types.ModuleType:
@@ -100,9 +112,73 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+def canter_parts(returns: Path, algo: str, env: str) -> list[dict]:
+    """The finished programs of returns.py's preset run of `algo` on `env`: its one summary, or
+    one per `--seeds-per-program` part, in seed order. A part cut short is left out."""
+    run = returns / "runs" / f"{algo}__{env}"
+    parts = sorted(
+        run.glob("seeds_*/summary.json"), key=lambda p: int(p.parent.name[6:].split("-")[0])
+    )
+    summaries = [json.loads(p.read_text()) for p in [run / "summary.json", *parts] if p.exists()]
+    return [summary for summary in summaries if summary.get("complete")]
+
+
+def cell(values: list[float], digits: int = 2) -> str:
+    return f"{harness.mean(values):.{digits}f} ({', '.join(f'{v:.{digits}f}' for v in values)})"
+
+
+def table(out: Path = OUT, returns: Path = RETURNS, env: str = "Craftax-Symbolic-v1") -> str:
+    """Markdown: per algorithm, CB's seeds and canter's at the same preset and budget."""
+    maximum = MAXIMUM[env]
+    lines = [
+        "| algorithm | library | env steps | seeds | final train return: mean (per seed) | "
+        "score (% of the maximum) | published at 1e6 | wall time, compile included (seeds per "
+        "program) | canter - CB: Welch t (p) |",
+        "|---|---|---:|---|---|---:|---:|---|---|",
+    ]
+    for algo, script in SCRIPTS.items():
+        published = CRAFTAX_PUBLISHED.get((algo, f"craftax:{env}"))
+        published = f"{published[0]}%" if published else ""
+        peers = [json.loads(p.read_text()) for p in out.glob(f"cb_{script}__{env}__seed*.json")]
+        peers = sorted(peers, key=lambda record: record["seed"])
+        parts = canter_parts(returns, algo, env)
+        rows = {
+            "Craftax_Baselines": (
+                [r["seed"] for r in peers],
+                [r["final_train_return"] for r in peers],
+                {r["env_steps"] for r in peers},
+                sum(r["wall_s"] for r in peers),
+                " + ".join("1" for _ in peers),
+            ),
+            "canter": (
+                [seed for part in parts for seed in part["seeds"]],
+                [value for part in parts for value in part["final_return"]],
+                {part["env_steps"] for part in parts},
+                sum(part["compile_s"] + part["run_s"] for part in parts),
+                " + ".join(str(len(part["seeds"])) for part in parts),
+            ),
+        }
+        for library, (seeds, finals, steps, wall_s, programs) in rows.items():
+            if not seeds:
+                lines.append(f"| {algo} | {library} | | | no finished run | | {published} | | |")
+                continue
+            test = ""
+            if library == "canter" and rows["Craftax_Baselines"][0]:
+                t, p = harness.welch(finals, rows["Craftax_Baselines"][1])
+                gap = harness.mean(finals) - harness.mean(rows["Craftax_Baselines"][1])
+                test = f"{gap:+.2f}" + ("" if t != t else f": t = {t:.2f} (p = {p:.2f})")
+            lines.append(
+                f"| {algo} | {library} | {', '.join(f'{s:,}' for s in sorted(steps))} | "
+                f"{', '.join(map(str, seeds))} | {cell(finals)} | "
+                f"{100 * harness.mean(finals) / maximum:.2f}% | {published} | "
+                f"{duration(wall_s)} ({programs}) | {test} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cb-dir", required=True, help="a Craftax_Baselines checkout")
+    parser.add_argument("--cb-dir", help="a Craftax_Baselines checkout (for a run)")
     parser.add_argument("--cb-commit", default="7ce36fa05b84a2c9e758012f1e6da402e1e3a891")
     parser.add_argument("--script", choices=["ppo", "ppo_rnn"], default="ppo")
     parser.add_argument("--env", choices=sorted(MAXIMUM), default="Craftax-Symbolic-v1")
@@ -112,12 +188,20 @@ def main() -> None:
     parser.add_argument("--num-steps", type=int, default=16)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--returns", type=Path, default=RETURNS, help="returns.py's --out")
+    parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
-    record = run(args)
-    path = args.out / f"cb_{args.script}__{args.env}__seed{args.seed}.json"
-    write_json(path, record)
-    final = record["final_train_return"]
-    print(f"{path}: final train return {final} ({record['score_percent']}% of the maximum)")
+    if not args.table_only:
+        if args.cb_dir is None:
+            parser.error("--cb-dir is needed for a run (or --table-only)")
+        record = run(args)
+        path = args.out / f"cb_{args.script}__{args.env}__seed{args.seed}.json"
+        write_json(path, record)
+        final = record["final_train_return"]
+        print(f"{path}: final train return {final} ({record['score_percent']}% of the maximum)")
+    text = table(args.out, args.returns, args.env)
+    atomic_write(args.out / "craftax_peer.md", text)
+    print(text)
 
 
 if __name__ == "__main__":

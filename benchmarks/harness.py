@@ -251,6 +251,18 @@ def bootstrap_ci(values, statistic: Callable, samples: int = 2000, level: float 
     return float(low), float(high)
 
 
+def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Welch's two-sample t-test of mean(a) - mean(b) (unequal variances): (t, two-sided p).
+    NaN where either side has fewer than two values or both have no spread."""
+    import numpy as np
+    from scipy import stats
+
+    if len(a) < 2 or len(b) < 2 or np.var(a) + np.var(b) == 0:
+        return float("nan"), float("nan")
+    result = stats.ttest_ind(a, b, equal_var=False)
+    return float(result.statistic), float(result.pvalue)
+
+
 def ceiling(
     out: Path, name: str, repeats: int, run: Callable[[str], dict], heads: tuple[str, str, str]
 ) -> tuple[list[dict], list[str]]:

@@ -14,7 +14,8 @@ Each run writes `results/peer_returns/sbx_<algo>__<env>__seed<k>.json` (the curv
 evaluation). The table sets sbx's seeds beside canter's for the same algorithm, env and budget,
 gathered from every `results/returns*/` directory (`returns.py --out`, one per batch of seeds):
 the final evaluation, the mean of the last five (one evaluation of four episodes swings
-widely), and an exact permutation test of the difference in the latter.
+widely), and two tests of the difference in the latter: Welch's t-test (unequal variances) and
+an exact permutation test (no assumption of normality, which four seeds cannot check).
 """
 
 import argparse
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from canter.common.run.files import atomic_write, write_json  # noqa: E402
+
+from benchmarks import harness  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUT = RESULTS / "peer_returns"
@@ -132,7 +135,8 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
         groups.setdefault(key, {})[result["seed"]] = [c["eval_return"] for c in result["curve"]]
     lines = [
         f"| algorithm | env | env steps | library | seeds | final return: mean (per seed) | "
-        f"last {last} evaluations: mean (per seed) | canter - sbx, last {last}: permutation p |",
+        f"last {last} evaluations: mean (per seed) | canter - sbx, last {last}: Welch t (p), "
+        "permutation p |",
         "|---|---|---:|---|---|---|---|---|",
     ]
     for (algo, env, steps), peer in sorted(groups.items()):
@@ -149,7 +153,8 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
             if library == "canter" and peer:
                 peer_tails = tail_means(peer, sorted(peer), last)
                 gap, p = np.mean(tails) - np.mean(peer_tails), permutation_p(tails, peer_tails)
-                test = f"{gap:+,.0f} (p = {p:.2f})"
+                t, welch_p = harness.welch(tails, peer_tails)
+                test = f"{gap:+,.0f}: t = {t:.2f} (p = {welch_p:.2f}), permutation p = {p:.2f}"
             seeds = ", ".join(str(seed) for seed in sorted(curves))
             lines.append(
                 f"| {algo} | {env} | {steps:,} | {library} | {seeds} | {spread(finals)} | "

@@ -278,8 +278,26 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
         "| sac | Hopper-v5 | 20,000 | canter | | no run at this budget | | |",
         "| td3 | Hopper-v5 | 20,000 | sbx | 0, 1 | 2,000 (1,000, 3,000) | 1,000 (500, 1,500) |  |",
         "| td3 | Hopper-v5 | 20,000 | canter | 0, 1, 2 | 400 (300, 400, 500) "
-        "| 203 (152, 202, 254) | -797 (p = 0.10) |",
+        "| 203 (152, 202, 254) | -797: t = -1.59 (p = 0.36), permutation p = 0.10 |",
     ]
+
+
+def test_welch_t_test_against_its_formula():
+    """t = (mean(a) - mean(b)) / sqrt(va / na + vb / nb), sample variances, and the two-sided p
+    of Student's t at the Welch-Satterthwaite degrees of freedom; too few values or no spread
+    give NaN, not a number that looks like evidence."""
+    from scipy import stats
+
+    from benchmarks.harness import welch
+
+    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0, 10.0]
+    sa, sb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)  # 5/12 and 2
+    t = (np.mean(a) - np.mean(b)) / np.sqrt(sa + sb)
+    df = (sa + sb) ** 2 / (sa**2 / (len(a) - 1) + sb**2 / (len(b) - 1))
+    assert t == pytest.approx(-2.2514, abs=1e-4) and df == pytest.approx(5.521, abs=1e-3)
+    np.testing.assert_allclose(welch(a, b), [t, 2 * stats.t.sf(abs(t), df)], rtol=1e-12)
+    assert welch(b, a)[0] == pytest.approx(-t)
+    assert all(np.isnan(welch([1.0], b))) and all(np.isnan(welch([1.0, 1.0], [1.0, 1.0])))
 
 
 def test_permutation_p_is_exact():
@@ -624,6 +642,38 @@ def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_p
     assert record["final_train_return"] == 4.0
     assert record["score_percent"] == pytest.approx(400 / 226)
     assert "--num_envs=256 --num_steps=16 --lr=0.0003" in record["command"]
+
+
+def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_path):
+    """canter's seeds come from every finished `--seeds-per-program` part in seed order (a part
+    cut short is left out), CB's from its records; Welch's t-test once both sides have two."""
+    from benchmarks import craftax_peer
+
+    out, returns = tmp_path / "peer", tmp_path / "returns"
+    run = returns / "runs" / "ppo__Craftax-Symbolic-v1"
+    parts = {
+        "seeds_10-11": dict(complete=True, seeds=[10, 11], final_return=[4.4, 4.8]),
+        "seeds_2-3": dict(complete=True, seeds=[2, 3], final_return=[4.0, 5.0]),
+        "seeds_12-13": dict(complete=False, seeds=[12, 13], final_return=[0.0, 0.0]),
+    }
+    for name, part in parts.items():
+        part.update(env_steps=999_424, compile_s=60.0, run_s=2_940.0)
+        craftax_peer.write_json(run / name / "summary.json", part)
+    for seed, final in ((0, 5.0), (1, 6.0)):
+        record = dict(seed=seed, final_train_return=final, env_steps=999_424, wall_s=1_200.0)
+        craftax_peer.write_json(out / f"cb_ppo__Craftax-Symbolic-v1__seed{seed}.json", record)
+    lines = craftax_peer.table(out, returns).splitlines()
+    gap = np.mean([4.0, 5.0, 4.4, 4.8]) - 5.5
+    t, p = craftax_peer.harness.welch([4.0, 5.0, 4.4, 4.8], [5.0, 6.0])
+    assert lines[2:] == [
+        "| ppo | Craftax_Baselines | 999,424 | 0, 1 | 5.50 (5.00, 6.00) | 2.43% | 2.2% "
+        "| 40 min (1 + 1) |  |",
+        "| ppo | canter | 999,424 | 2, 3, 10, 11 | 4.55 (4.00, 5.00, 4.40, 4.80) | 2.01% | 2.2% "
+        f"| 100 min (2 + 2) | {gap:+.2f}: t = {t:.2f} (p = {p:.2f}) |",
+        "| ppo_rnn | Craftax_Baselines | | | no finished run | | 2.3% | | |",
+        "| ppo_rnn | canter | | | no finished run | | 2.3% | | |",
+    ]
+    assert t < 0 and 0 < p < 1
 
 
 def test_knapsack_bounds_solve_exactly_where_the_greedy_fill_falls_short():
