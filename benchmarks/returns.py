@@ -220,6 +220,30 @@ def run_part(module, algo: str, config, run_dir: Path, resume: bool) -> dict:
     return result.summary
 
 
+def combined_curve(run_dir: Path, parts: list[Path], config, title: str) -> Path:
+    """One learning curve over the seeds of every part of a run trained in turn (each part's
+    run directory plots only its own seeds), written to `run_dir/learning_curve.png`."""
+    import csv
+
+    from canter.common.run.batch import make_batch
+    from canter.common.run.report import plot_learning_curves
+
+    logs = [log for part in parts for log in sorted(part.glob("seed_*/metrics.csv"))]
+    rows = [list(csv.DictReader(log.open())) for log in logs]
+    steps = [int(row["env_steps"]) for row in rows[0]]
+    metrics = {
+        group: {
+            "episodic_return": np.array(
+                [[float(r[f"{group}/episodic_return"]) for r in seed] for seed in rows]
+            )
+        }
+        for group in ("train", "eval")
+    }
+    path = run_dir / "learning_curve.png"
+    plot_learning_curves(path, make_batch(config), steps, metrics, title)
+    return path
+
+
 def run_one(
     algo: str,
     env: str,
@@ -246,14 +270,13 @@ def run_one(
     else:  # seeds in turn, `per` to a program (one seed's result does not depend on the rest)
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
-        parts = []
+        parts, part_dirs = [], []
         for first in range(0, num_seeds, per):
             count = min(per, num_seeds - first)
             part = dataclasses.replace(config, seed=config.seed + first, num_seeds=count)
             last = config.seed + first + count - 1
-            parts.append(
-                run_part(module, algo, part, run_dir / f"seeds_{part.seed}-{last}", resume)
-            )
+            part_dirs.append(run_dir / f"seeds_{part.seed}-{last}")
+            parts.append(run_part(module, algo, part, part_dirs[-1], resume))
         summary = {
             "env_steps": parts[0]["env_steps"],
             "eval_return": [r for p in parts for r in p["eval_return"]],
@@ -262,7 +285,8 @@ def run_one(
             "compile_s": sum(p["compile_s"] for p in parts),
             "run_s": sum(p["run_s"] for p in parts),
         }
-        curve = RunDir(run_dir / f"seeds_{config.seed}-{config.seed + per - 1}").curve
+        title = f"{algo} on {env_id} ({num_seeds} seeds, {per} per program)"
+        curve = combined_curve(run_dir, part_dirs, config, title)
     finals = np.asarray(summary["eval_return"], float)
     published, budget, source = reference(algo, env)
     record = {

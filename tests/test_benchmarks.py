@@ -76,7 +76,12 @@ def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path):
     assert apart["final_eval_returns"] == pytest.approx(together["final_eval_returns"], rel=1e-4)
     assert apart["seeds_per_program"] == 1 and apart["env_steps"] == together["env_steps"]
     runs = tmp_path / "runs" / "ppo__CartPole-v1"
-    assert sorted(p.name for p in runs.iterdir()) == ["seeds_0-0", "seeds_1-1"]
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "learning_curve.png",  # over both parts' seeds (each part's own plots one)
+        "seeds_0-0",
+        "seeds_1-1",
+    ]
+    assert apart["curve"].endswith("runs/ppo__CartPole-v1/learning_curve.png")
     (runs / "seeds_1-1" / "kept").touch()  # a part that would run again would be cleared
     again = returns.run_one(
         "ppo", "CartPole-v1", 2, overrides, tmp_path, resume=True, seeds_per_program=1
