@@ -18,6 +18,11 @@ it reports: the mean over the test episodes that ended. Writes
 `results/peer_returns/pjq_pqn__<env>.json`: the final test return per seed, the test curve, and
 the training statistic purejaxql logs (the mean of every env's last finished episode,
 `returned_episode_returns`, unmasked).
+
+Then rebuilds `results/peer_returns/pqn_peer.md`: purejaxql's seeds beside canter's PQN row of
+the same env (`returns.py --algo pqn --envs CartPole-v1 --num-seeds 8`, its greedy final
+evaluation), with Welch's t-test of the difference. `--table-only` rebuilds it alone (any
+Python with NumPy and SciPy: canter's environment too).
 """
 
 import argparse
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "results" / "peer_returns"
+RETURNS = Path(__file__).resolve().parent / "results" / "returns"
 COMMIT = "47af6d7b35c89ddfe633aaf7341bdb8964cb7cce"
 
 
@@ -46,22 +52,69 @@ def pjq_config(pjq_dir: Path, env: str, num_seeds: int, total_timesteps: float |
     return config
 
 
-def write(path: Path, record: dict) -> None:
+def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
+        f.write(text)
     os.replace(f.name, path)
+
+
+def write(path: Path, record: dict) -> None:
+    write_text(path, json.dumps(record, indent=2) + "\n")
+
+
+def table(out: Path = OUT, returns: Path = RETURNS) -> str:
+    """Markdown: per env, purejaxql's final test returns beside canter's PQN row."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.harness import mean, welch
+
+    lines = [
+        "| env | library | env steps | seeds | final greedy return: mean (per seed) | "
+        "canter - purejaxql: Welch t (p) |",
+        "|---|---|---:|---:|---|---|",
+    ]
+    for path in sorted(out.glob("pjq_pqn__*.json")):
+        peer = json.loads(path.read_text())
+        env = peer["env"]
+        rows = [("purejaxql", peer["env_steps"], peer["final_test_returns"])]
+        mine = returns / f"pqn__{env}.json"
+        if mine.exists():
+            record = json.loads(mine.read_text())
+            rows.append(("canter", record["env_steps"], record["final_eval_returns"]))
+        for library, steps, finals in rows:
+            test = ""
+            if library == "canter":
+                t, p = welch(finals, peer["final_test_returns"])
+                gap = mean(finals) - mean(peer["final_test_returns"])
+                test = f"{gap:+.1f}" + ("" if t != t else f": t = {t:.2f} (p = {p:.2f})")
+            values = ", ".join(f"{v:.1f}" for v in finals)
+            lines.append(
+                f"| {env} | {library} | {steps:,} | {len(finals)} | {mean(finals):.1f} "
+                f"({values}) | {test} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pjq-dir", type=Path, required=True, help="a purejaxql checkout")
+    parser.add_argument("--pjq-dir", type=Path, help="a purejaxql checkout (for a run)")
     parser.add_argument("--env", choices=["CartPole-v1", "Acrobot-v1"], default="CartPole-v1")
     parser.add_argument("--num-seeds", type=int, default=4)
     parser.add_argument("--total-timesteps", type=float, help="default: the config's 5e5")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--returns", type=Path, default=RETURNS, help="returns.py's --out")
+    parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
+    if not args.table_only:
+        if args.pjq_dir is None:
+            parser.error("--pjq-dir is needed for a run (or --table-only)")
+        run(args)
+    text = table(args.out, args.returns)
+    write_text(args.out / "pqn_peer.md", text)
+    print(text)
+
+
+def run(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(args.pjq_dir.resolve()))
     import jax
     import numpy as np

@@ -681,6 +681,25 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
     assert t < 0 and 0 < p < 1
 
 
+def test_the_pqn_table_sets_purejaxqls_seeds_beside_canters_row(tmp_path):
+    from benchmarks import harness, pqn_peer
+
+    out, returns = tmp_path / "peer", tmp_path / "returns"
+    peer = dict(env="Acrobot-v1", env_steps=499_712, final_test_returns=[-90.0, -100.0, -95.0])
+    pqn_peer.write(out / "pjq_pqn__Acrobot-v1.json", peer)
+    pqn_peer.write(out / "pjq_pqn__CartPole-v1.json", peer | dict(env="CartPole-v1"))
+    row = dict(env_steps=499_712, final_eval_returns=[-80.0, -84.0, -82.0, -86.0])
+    pqn_peer.write(returns / "pqn__Acrobot-v1.json", row)
+    t, p = harness.welch(row["final_eval_returns"], peer["final_test_returns"])
+    assert pqn_peer.table(out, returns).splitlines()[2:] == [
+        "| Acrobot-v1 | purejaxql | 499,712 | 3 | -95.0 (-90.0, -100.0, -95.0) |  |",
+        "| Acrobot-v1 | canter | 499,712 | 4 | -83.0 (-80.0, -84.0, -82.0, -86.0) | "
+        f"+12.0: t = {t:.2f} (p = {p:.2f}) |",
+        "| CartPole-v1 | purejaxql | 499,712 | 3 | -95.0 (-90.0, -100.0, -95.0) |  |",
+    ]
+    assert t > 0 and p < 0.05
+
+
 def test_knapsack_bounds_solve_exactly_where_the_greedy_fill_falls_short():
     from benchmarks import knapsack_bounds
 
