@@ -17,12 +17,13 @@ that ended in each update, NaN dropped, `logz/batch_logging.py`). This script ru
 logged dict instead of sending it: nothing of CB is edited, and nothing leaves the machine.
 
 Writes `results/peer_returns/cb_<script>__<env>__seed<k>.json`: the command, the per-update
-returns (None where no episode ended), the final statistic (the last update's, as canter's
-row reads it) and its score as % of the maximum, and the wall time (compile included), then
-rebuilds `results/peer_returns/craftax_peer.md`: CB's seeds beside canter's finished programs of
-the same preset (`returns.py --algo ppo --presets --envs Craftax-Symbolic-v1`, one program or
-one per `--seeds-per-program` part, so a run spread over several sittings shows the seeds it
-has), with Welch's t-test of the difference once both sides have two seeds.
+returns (None where no episode ended), the final statistic (that of the last update in which an
+episode ended, as canter's row reads it) and its score as % of the maximum, and the wall time
+(compile included). Then rebuilds `results/peer_returns/craftax_peer.md`: per env with a run,
+CB's seeds beside canter's finished programs of the same preset and budget (`returns.py --algo
+ppo --presets --envs Craftax-Symbolic-v1`, one program or one per `--seeds-per-program` part, so
+a run spread over several sittings shows the seeds it has), with Welch's t-test of the
+difference once both sides have two seeds.
 
     python benchmarks/craftax_peer.py --table-only   # rebuild craftax_peer.md
 """
@@ -113,66 +114,99 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def canter_parts(returns: Path, algo: str, env: str) -> list[dict]:
-    """The finished programs of returns.py's preset run of `algo` on `env`: its one summary, or
-    one per `--seeds-per-program` part, in seed order. A part cut short is left out."""
-    run = returns / "runs" / f"{algo}__{env}"
+    """The finished programs of returns.py's preset run of `algo` on `env`, in seed order: one
+    per `--seeds-per-program` part where the run has parts, else its one summary. A part cut
+    short is left out; a seed found in two parts (the leftovers of another split) is refused."""
+    folder = returns / "runs" / f"{algo}__{env}"
     parts = sorted(
-        run.glob("seeds_*/summary.json"), key=lambda p: int(p.parent.name[6:].split("-")[0])
+        folder.glob("seeds_*/summary.json"), key=lambda p: int(p.parent.name[6:].split("-")[0])
     )
-    summaries = [json.loads(p.read_text()) for p in [run / "summary.json", *parts] if p.exists()]
-    return [summary for summary in summaries if summary.get("complete")]
+    paths = parts or [folder / "summary.json"]
+    summaries = [json.loads(p.read_text()) for p in paths if p.exists()]
+    finished = [summary for summary in summaries if summary.get("complete")]
+    seeds = [seed for summary in finished for seed in summary["seeds"]]
+    if len(seeds) != len(set(seeds)):
+        raise SystemExit(f"{folder}: seeds {seeds} repeat across its parts; rerun the row")
+    return finished
 
 
-def cell(values: list[float], digits: int = 2) -> str:
-    return f"{harness.mean(values):.{digits}f} ({', '.join(f'{v:.{digits}f}' for v in values)})"
+def cell(values: list[float | None], digits: int = 2) -> str:
+    """`mean (v, v, ...)` over the values that are numbers; None (no episode ended) is `-`."""
+    each = ", ".join("-" if v is None else f"{v:.{digits}f}" for v in values)
+    return f"{harness.mean([v for v in values if v is not None]):.{digits}f} ({each})"
 
 
-def table(out: Path = OUT, returns: Path = RETURNS, env: str = "Craftax-Symbolic-v1") -> str:
-    """Markdown: per algorithm, CB's seeds and canter's at the same preset and budget."""
-    maximum = MAXIMUM[env]
+def entries(out: Path, returns: Path, env: str, algo: str) -> list[dict]:
+    """CB's seeds and canter's programs of `algo` on `env`, one dict per library and budget."""
+    rows = []
+    peers = [json.loads(p.read_text()) for p in out.glob(f"cb_{SCRIPTS[algo]}__{env}__seed*.json")]
+    for steps in sorted({record["env_steps"] for record in peers}):
+        same = sorted((r for r in peers if r["env_steps"] == steps), key=lambda r: r["seed"])
+        rows.append(
+            dict(
+                library="Craftax_Baselines",
+                steps=steps,
+                seeds=[r["seed"] for r in same],
+                finals=[r["final_train_return"] for r in same],
+                wall_s=sum(r["wall_s"] for r in same),
+                programs=" + ".join("1" for _ in same),
+            )
+        )
+    parts = canter_parts(returns, algo, env)
+    for steps in sorted({part["env_steps"] for part in parts}):
+        same = [part for part in parts if part["env_steps"] == steps]
+        rows.append(
+            dict(
+                library="canter",
+                steps=steps,
+                seeds=[seed for part in same for seed in part["seeds"]],
+                finals=[value for part in same for value in part["final_return"]],
+                wall_s=sum(part["compile_s"] + part["run_s"] for part in same),
+                programs=" + ".join(str(len(part["seeds"])) for part in same),
+            )
+        )
+    return rows
+
+
+def table(out: Path = OUT, returns: Path = RETURNS) -> str:
+    """Markdown: per env with any run, per algorithm and budget, CB's seeds and canter's, with
+    Welch's t-test of canter's final statistic against CB's at the same budget."""
     lines = [
-        "| algorithm | library | env steps | seeds | final train return: mean (per seed) | "
+        "| env | algorithm | library | env steps | seeds | final train return: mean (per seed) | "
         "score (% of the maximum) | published at 1e6 | wall time, compile included (seeds per "
         "program) | canter - CB: Welch t (p) |",
-        "|---|---|---:|---|---|---:|---:|---|---|",
+        "|---|---|---|---:|---|---|---:|---:|---|---|",
     ]
-    for algo, script in SCRIPTS.items():
-        published = CRAFTAX_PUBLISHED.get((algo, f"craftax:{env}"))
-        published = f"{published[0]}%" if published else ""
-        peers = [json.loads(p.read_text()) for p in out.glob(f"cb_{script}__{env}__seed*.json")]
-        peers = sorted(peers, key=lambda record: record["seed"])
-        parts = canter_parts(returns, algo, env)
-        rows = {
-            "Craftax_Baselines": (
-                [r["seed"] for r in peers],
-                [r["final_train_return"] for r in peers],
-                {r["env_steps"] for r in peers},
-                sum(r["wall_s"] for r in peers),
-                " + ".join("1" for _ in peers),
-            ),
-            "canter": (
-                [seed for part in parts for seed in part["seeds"]],
-                [value for part in parts for value in part["final_return"]],
-                {part["env_steps"] for part in parts},
-                sum(part["compile_s"] + part["run_s"] for part in parts),
-                " + ".join(str(len(part["seeds"])) for part in parts),
-            ),
-        }
-        for library, (seeds, finals, steps, wall_s, programs) in rows.items():
-            if not seeds:
-                lines.append(f"| {algo} | {library} | | | no finished run | | {published} | | |")
-                continue
-            test = ""
-            if library == "canter" and rows["Craftax_Baselines"][0]:
-                t, p = harness.welch(finals, rows["Craftax_Baselines"][1])
-                gap = harness.mean(finals) - harness.mean(rows["Craftax_Baselines"][1])
-                test = f"{gap:+.2f}" + ("" if t != t else f": t = {t:.2f} (p = {p:.2f})")
-            lines.append(
-                f"| {algo} | {library} | {', '.join(f'{s:,}' for s in sorted(steps))} | "
-                f"{', '.join(map(str, seeds))} | {cell(finals)} | "
-                f"{100 * harness.mean(finals) / maximum:.2f}% | {published} | "
-                f"{duration(wall_s)} ({programs}) | {test} |"
-            )
+    for env, maximum in MAXIMUM.items():
+        found = {algo: entries(out, returns, env, algo) for algo in SCRIPTS}
+        if not any(found.values()):
+            continue
+        for algo, rows in found.items():
+            published = CRAFTAX_PUBLISHED.get((algo, f"craftax:{env}"))
+            published = f"{published[0]}%" if published else ""
+            if not rows:
+                lines.append(f"| {env} | {algo} | | | | no finished run | | {published} | | |")
+            for row in rows:
+                finals = [v for v in row["finals"] if v is not None]
+                peer = [
+                    v
+                    for other in rows
+                    if other["library"] == "Craftax_Baselines" and other["steps"] == row["steps"]
+                    for v in other["finals"]
+                    if v is not None
+                ]
+                test = ""
+                if row["library"] == "canter" and peer and finals:
+                    t, p = harness.welch(finals, peer)
+                    gap = harness.mean(finals) - harness.mean(peer)
+                    test = f"{gap:+.2f}" + ("" if t != t else f": t = {t:.2f} (p = {p:.2f})")
+                score = 100 * harness.mean(finals) / maximum if finals else float("nan")
+                lines.append(
+                    f"| {env} | {algo} | {row['library']} | {row['steps']:,} | "
+                    f"{', '.join(map(str, row['seeds']))} | {cell(row['finals'])} | "
+                    f"{score:.2f}% | {published} | {duration(row['wall_s'])} "
+                    f"({row['programs']}) | {test} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -199,7 +233,7 @@ def main() -> None:
         write_json(path, record)
         final = record["final_train_return"]
         print(f"{path}: final train return {final} ({record['score_percent']}% of the maximum)")
-    text = table(args.out, args.returns, args.env)
+    text = table(args.out, args.returns)
     atomic_write(args.out / "craftax_peer.md", text)
     print(text)
 

@@ -154,7 +154,8 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
                 peer_tails = tail_means(peer, sorted(peer), last)
                 gap, p = np.mean(tails) - np.mean(peer_tails), permutation_p(tails, peer_tails)
                 t, welch_p = harness.welch(tails, peer_tails)
-                test = f"{gap:+,.0f}: t = {t:.2f} (p = {welch_p:.2f}), permutation p = {p:.2f}"
+                welch = "" if t != t else f" t = {t:.2f} (p = {welch_p:.2f}),"
+                test = f"{gap:+,.0f}:{welch} permutation p = {p:.2f}"
             seeds = ", ".join(str(seed) for seed in sorted(curves))
             lines.append(
                 f"| {algo} | {env} | {steps:,} | {library} | {seeds} | {spread(finals)} | "

@@ -7,7 +7,7 @@ own and imports nothing from canter:
     git clone https://github.com/mttga/purejaxql PJQ && git -C PJQ checkout 47af6d7
     python3 -m venv pjq && pjq/bin/pip install "jax[cpu]==0.4.38" gymnax==0.0.6 six \\
         "numpy<2" flax==0.10.2 optax chex hydra-core omegaconf wandb safetensors
-    pjq/bin/python benchmarks/pqn_peer.py --pjq-dir PJQ --env CartPole-v1 --num-seeds 4
+    pjq/bin/python benchmarks/pqn_peer.py --pjq-dir PJQ --env CartPole-v1 --num-seeds 8
 
 It reads purejaxql's own `config/config.yaml` and `config/alg/pqn_cartpole.yaml` (its
 classic-control config; Acrobot-v1 by `ENV_NAME`, as its comment says), builds its
@@ -99,7 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pjq-dir", type=Path, help="a purejaxql checkout (for a run)")
     parser.add_argument("--env", choices=["CartPole-v1", "Acrobot-v1"], default="CartPole-v1")
-    parser.add_argument("--num-seeds", type=int, default=4)
+    parser.add_argument("--num-seeds", type=int, default=8)  # as canter's PQN rows
     parser.add_argument("--total-timesteps", type=float, help="default: the config's 5e5")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--returns", type=Path, default=RETURNS, help="returns.py's --out")

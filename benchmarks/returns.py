@@ -229,7 +229,7 @@ def combined_curve(run_dir: Path, parts: list[Path], config, title: str) -> Path
     from canter.common.run.report import plot_learning_curves
 
     logs = [log for part in parts for log in sorted(part.glob("seed_*/metrics.csv"))]
-    rows = [list(csv.DictReader(log.open())) for log in logs]
+    rows = [list(csv.DictReader(log.read_text().splitlines())) for log in logs]
     steps = [int(row["env_steps"]) for row in rows[0]]
     metrics = {
         group: {

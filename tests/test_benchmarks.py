@@ -66,13 +66,23 @@ def test_returns_resume_continues_a_run_cut_short(tmp_path):
 
 
 @pytest.mark.slow  # three PPO programs compile: about 20 s
-def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path):
+def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path, monkeypatch):
     """`--seeds-per-program 1` (Craftax's memory) trains seed 0, then seed 1, each in a program
     of its own: the same final returns as both seeds in one vmapped program; a resumed row
     reads the finished parts back."""
+    from canter.common.run import report
+
     overrides = {"total_timesteps": 2048, "eval_every": 1024, "num_eval_envs": 2}
     together = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path / "together")
+    drawn = []
+    plot = report.plot_learning_curves
+    monkeypatch.setattr(report, "plot_learning_curves", lambda *a: drawn.append(a) or plot(*a))
     apart = returns.run_one("ppo", "CartPole-v1", 2, overrides, tmp_path, seeds_per_program=1)
+    # The row's curve is drawn last, over both parts' seeds: 2 seeds x 2 intervals each.
+    _, _, steps, metrics, _ = drawn[-1]
+    assert steps == [1024, 2048] and metrics["eval"]["episodic_return"].shape == (2, 2)
+    finals = metrics["eval"]["episodic_return"][:, -1]
+    assert finals.tolist() == pytest.approx(together["final_eval_returns"], rel=1e-4)
     assert apart["final_eval_returns"] == pytest.approx(together["final_eval_returns"], rel=1e-4)
     assert apart["seeds_per_program"] == 1 and apart["env_steps"] == together["env_steps"]
     runs = tmp_path / "runs" / "ppo__CartPole-v1"
@@ -639,7 +649,7 @@ def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_p
     (tmp_path / "cb").mkdir()
     (tmp_path / "cb" / "ppo.py").write_text(FAKE_CB_PPO)
     command = [sys.executable, "benchmarks/craftax_peer.py", "--cb-dir", tmp_path / "cb"]
-    command += ["--total-timesteps", 4 * 256 * 16, "--out", tmp_path]
+    command += ["--total-timesteps", 4 * 256 * 16, "--out", tmp_path, "--returns", tmp_path]
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((tmp_path / "cb_ppo__Craftax-Symbolic-v1__seed0.json").read_text())
@@ -651,7 +661,9 @@ def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_p
 
 def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_path):
     """canter's seeds come from every finished `--seeds-per-program` part in seed order (a part
-    cut short is left out), CB's from its records; Welch's t-test once both sides have two."""
+    cut short is left out), CB's from its records, each budget in a row of its own; Welch's
+    t-test against CB's seeds of the same budget, a seed with no ended episode left out of it;
+    an env with no run has no rows, and seeds repeated across parts are refused."""
     from benchmarks import craftax_peer
 
     out, returns = tmp_path / "peer", tmp_path / "returns"
@@ -664,21 +676,27 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
     for name, part in parts.items():
         part.update(env_steps=999_424, compile_s=60.0, run_s=2_940.0)
         craftax_peer.write_json(run / name / "summary.json", part)
-    for seed, final in ((0, 5.0), (1, 6.0)):
-        record = dict(seed=seed, final_train_return=final, env_steps=999_424, wall_s=1_200.0)
+    cb = ((0, 5.0, 999_424), (1, 6.0, 999_424), (2, None, 999_424), (3, 1.0, 16_384))
+    for seed, final, steps in cb:
+        record = dict(seed=seed, final_train_return=final, env_steps=steps, wall_s=1_200.0)
         craftax_peer.write_json(out / f"cb_ppo__Craftax-Symbolic-v1__seed{seed}.json", record)
     lines = craftax_peer.table(out, returns).splitlines()
     gap = np.mean([4.0, 5.0, 4.4, 4.8]) - 5.5
     t, p = craftax_peer.harness.welch([4.0, 5.0, 4.4, 4.8], [5.0, 6.0])
+    env = "| Craftax-Symbolic-v1 "
     assert lines[2:] == [
-        "| ppo | Craftax_Baselines | 999,424 | 0, 1 | 5.50 (5.00, 6.00) | 2.43% | 2.2% "
-        "| 40 min (1 + 1) |  |",
-        "| ppo | canter | 999,424 | 2, 3, 10, 11 | 4.55 (4.00, 5.00, 4.40, 4.80) | 2.01% | 2.2% "
-        f"| 100 min (2 + 2) | {gap:+.2f}: t = {t:.2f} (p = {p:.2f}) |",
-        "| ppo_rnn | Craftax_Baselines | | | no finished run | | 2.3% | | |",
-        "| ppo_rnn | canter | | | no finished run | | 2.3% | | |",
+        f"{env}| ppo | Craftax_Baselines | 16,384 | 3 | 1.00 (1.00) | 0.44% | 2.2% "
+        "| 20 min (1) |  |",
+        f"{env}| ppo | Craftax_Baselines | 999,424 | 0, 1, 2 | 5.50 (5.00, 6.00, -) | 2.43% "
+        "| 2.2% | 60 min (1 + 1 + 1) |  |",
+        f"{env}| ppo | canter | 999,424 | 2, 3, 10, 11 | 4.55 (4.00, 5.00, 4.40, 4.80) | 2.01% "
+        f"| 2.2% | 100 min (2 + 2) | {gap:+.2f}: t = {t:.2f} (p = {p:.2f}) |",
+        f"{env}| ppo_rnn | | | | no finished run | | 2.3% | | |",
     ]
     assert t < 0 and 0 < p < 1
+    craftax_peer.write_json(run / "seeds_2-11" / "summary.json", parts["seeds_2-3"])
+    with pytest.raises(SystemExit, match="repeat"):
+        craftax_peer.table(out, returns)
 
 
 def test_the_pqn_table_sets_purejaxqls_seeds_beside_canters_row(tmp_path):
