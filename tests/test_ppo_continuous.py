@@ -14,7 +14,12 @@ from canter.algorithms import trainer
 from canter.common.config import ConfigError
 from canter.common.envs import make_env
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
+from tests.checks import (
+    assert_episodes_read_and_cleared,
+    assert_evaluates_and_renders,
+    assert_refused_before_compiling,
+    cli_run,
+)
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pc.Config(
@@ -126,7 +131,8 @@ def test_time_limit_bootstraps_and_rewards_scale_by_return_std():
     # Reward 1 forever, 3-step time limit, gamma 1/2: within an episode the running discounted
     # returns are 1, 1.5, 1.75, so the reward scale is their std (about 0.312), exactly.
     gamma, returns = 0.5, np.array([1.0, 1.5, 1.75])
-    state, _ = train_probe("ProbeContinuousTimeLimit", gamma=gamma, clip_vloss=False)
+    state, metrics = train_probe("ProbeContinuousTimeLimit", gamma=gamma, clip_vloss=False)
+    assert_episodes_read_and_cleared(state, metrics)
     stats = state.return_stats
     np.testing.assert_allclose([stats.mean, stats.var], [returns.mean(), returns.var()], rtol=1e-3)
     scale = returns.std()

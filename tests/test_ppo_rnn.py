@@ -13,7 +13,12 @@ from canter.algorithms import ppo_rnn as pr
 from canter.common.envs import make_env
 from canter.common.run.evaluation import run_episodes
 
-from tests.checks import assert_evaluates_and_renders, assert_refused_before_compiling, cli_run
+from tests.checks import (
+    assert_episodes_read_and_cleared,
+    assert_evaluates_and_renders,
+    assert_refused_before_compiling,
+    cli_run,
+)
 from tests.test_invariants import assert_trees_close, counting
 
 TINY = pr.Config(
@@ -158,6 +163,7 @@ def traced():
 
 
 def test_every_state_leaf_is_an_array(traced):
+    assert_episodes_read_and_cleared(*traced[1])
     for leaf in jax.tree.leaves(traced[1]):
         assert isinstance(leaf, jax.Array), type(leaf)
 
