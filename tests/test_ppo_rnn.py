@@ -264,7 +264,8 @@ def test_cartpole_reaches_reference_return():
 def test_memory_beats_feed_forward_ppo_without_velocities():
     # Measured (5e5 steps): ppo_rnn eval 459.9, train 273.1 over 8 seeds on 2026-11-26 (heads of
     # gain 2; 378 and 273 over 4 with sqrt(2)); on 2026-12-01 eval 345.8 over 8, 292.4 over
-    # seeds 0-3, train 298.3 over seeds 0-3 (docs/results.md: the drop is under investigation);
+    # seeds 0-3, train 298.3 over seeds 0-3, where 0e9292e's own code read 391.9 on the same
+    # machine (docs/results.md: machine, not code);
     # ppo eval 41.8, train 49.0.
     config = pr.Config(env="CartPole-v1-NoVelocity", num_seeds=4)
     rnn = trainer.run(config, pr.make_train, algo="ppo_rnn", verbose=False).summary
