@@ -161,11 +161,12 @@ def write_gif(env: Any, env_params: Any, states: list, returns: list[float], pat
 
 
 def save_gif(images: list, returns: list[float], path: Path) -> None:
-    """Frames with the step and running return drawn on, as one GIF written atomically."""
+    """Frames with the step and running return drawn on, as one GIF written atomically: frame
+    k shows the state after k steps (frame 0 the reset) and the return of those k steps."""
     from PIL import ImageDraw
 
     for frame, (image, total) in enumerate(zip(images, returns, strict=True)):
-        ImageDraw.Draw(image).text((8, 8), f"step {frame + 1}  return {total:.1f}", fill="black")
+        ImageDraw.Draw(image).text((8, 8), f"step {frame}  return {total:.1f}", fill="black")
     images = [image.quantize(colors=64, method=Image.Quantize.FASTOCTREE) for image in images]
     gif = io.BytesIO()
     images[0].save(gif, "GIF", save_all=True, append_images=images[1:], duration=50, loop=0)

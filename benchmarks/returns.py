@@ -335,6 +335,8 @@ def old_mark(record: dict) -> str:
 
 
 def table(out: Path) -> str:
+    from canter.common.run import cli  # each override as the flag that sets it
+
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
         "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
@@ -368,7 +370,7 @@ def table(out: Path) -> str:
             )
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"[{r['label']}]"] if r.get("label") else []
-        flags += [f"--{k.replace('_', '-')} {v}" for k, v in r["overrides"].items()]
+        flags += [cli.flag(k, v) for k, v in r["overrides"].items()]
         if r["env"].endswith("-MinAtar") and r.get("sticky_action_prob") is not None:
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
         gpu = "CPU" not in r.get("machine", "CPU")

@@ -128,6 +128,8 @@ def median(result: dict) -> float:
 
 
 def render(record: dict) -> str:
+    from canter.common.run import cli  # each override as the flag that sets it
+
     args, results = record["args"], record["results"]
     widths = args["widths"]
     lines = [
@@ -160,7 +162,7 @@ def render(record: dict) -> str:
             cell = f"{median(ceiling):,.0f}" if ceiling else "not measured"
             share = f"{p['steps_per_s'] / median(ceiling):.2f}" if ceiling else ""
             algo, preset = spec.split(":")[:2]
-            flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in p["overrides"].items())
+            flags = "".join(f" {cli.flag(k, v)}" for k, v in p["overrides"].items())
             lines.append(
                 f"| `{algo} --preset {preset}{flags}` | {p['env']} | {p['num_envs']} "
                 f"| {p['steps_per_s']:,.0f} | {cell} | {share} | {p['compile_s']:.0f} |"

@@ -7,6 +7,8 @@ anything compiles. Configs that JAX rebuilds from leaves (tracers under `vmap`) 
 check: their values were checked when the concrete Config was made.
 """
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
@@ -47,6 +49,26 @@ UnitInterval = Annotated[float, Range(0.0, 1.0, high_open=False)]
 PositiveFraction = Annotated[float, Range(0.0, 1.0, low_open=True, high_open=False)]
 PositiveInt = Annotated[int, Range(1.0)]  # sizes and counts: 1, 2, ...
 NonNegativeInt = Annotated[int, Range(0.0)]
+
+
+_DEFERRED = contextvars.ContextVar("canter_config_checks_deferred", default=False)
+
+
+@contextlib.contextmanager
+def deferred_checks() -> typing.Iterator[None]:
+    """Configs built inside skip their range checks: the command line parses flags with tyro,
+    which would print a ConfigError raised mid-parse in its own multi-line box; the CLI checks
+    the parsed Config afterwards (`checked`), so the error is one `error:` line like the rest."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def checked(config: typing.Any) -> typing.Any:
+    """`config` rebuilt with its checks (a ConfigError if a value is out of its range)."""
+    return dataclasses.replace(config)
 
 
 def pytree_config(cls: type) -> type:
@@ -90,6 +112,8 @@ def pytree_config(cls: type) -> type:
     @functools.wraps(init)
     def checked_init(self: typing.Any, *args: typing.Any, **kwargs: typing.Any) -> None:
         init(self, *args, **kwargs)
+        if _DEFERRED.get():
+            return
         bad = [
             f"{n} = {getattr(self, n)} (allowed: {r})"
             for n, r in ranges.items()

@@ -3,6 +3,7 @@ flags, refusals and --dry-run through the CLI's `main` in the test's process."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -90,11 +91,27 @@ def ppo_in_process(monkeypatch, capsys, *args) -> tuple[int, str, str]:
         (["--num-steps", "-4"], ["Out of range", "num_steps = -4 (allowed: [1, inf))"]),
         (["--num-seeds", "0"], ["Out of range", "num_seeds = 0 (allowed: [1, inf))"]),
         (["--total-timesteps", "100"], ["smaller than one iteration", "512"]),
+        (["--gamma", "2"], ["Out of range", "gamma = 2.0 (allowed: [0, 1])"]),
+        (["--env", "CartPol-v1"], ["Unknown environment 'CartPol-v1' (did you mean CartPole-v1?)"]),
+        # Known continuous before Playground builds its model (about 20 s).
+        (["--env", "playground:CheetahRun"], ["continuous action space", "ppo_continuous.py"]),
+        (
+            ["--preset", "HalfCheetah-v5"],
+            ["It is a preset of algorithms/sac.py, algorithms/td3.py"],
+        ),
     ],
 )
 def test_bad_flags_exit_2_with_the_reason(monkeypatch, capsys, tmp_path, args, needles):
+    from canter.common.envs import registry
+
+    def build(name):
+        raise AssertionError(f"{name} was built: the refusal should come before")
+
+    if "playground:CheetahRun" in args:
+        monkeypatch.setattr(registry, "_build", build)
     code, out, err = ppo_in_process(monkeypatch, capsys, *args, "--run-dir", str(tmp_path / "r"))
     assert code == 2, (out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1, err  # one line, no tyro box
     for needle in needles:
         assert needle in err
     assert "compiled" not in out
@@ -177,3 +194,36 @@ def test_lr_is_an_alias_of_learning_rate():
 
     argv = _aliases(["--lr=2e-3", "--lr", "1e-3", "--lrx", "1"], ppo_file.Config)
     assert argv == ["--learning-rate=2e-3", "--learning-rate", "1e-3", "--lrx", "1"]
+
+
+def test_an_int_field_takes_a_whole_number_written_as_a_float():
+    from canter.algorithms import ppo as ppo_file
+    from canter.common.run.cli import _aliases
+
+    argv = ["--total-timesteps", "1e6", "--eval-every=2.5e4", "--num-envs", "1.5"]
+    argv += ["--learning-rate", "1e-3", "--env", "1e3"]  # not int fields: as given
+    assert _aliases(argv, ppo_file.Config) == [
+        "--total-timesteps",
+        "1000000",
+        "--eval-every=25000",
+        "--num-envs",
+        "1.5",  # a fraction: left for the parser to refuse
+        "--learning-rate",
+        "1e-3",
+        "--env",
+        "1e3",
+    ]
+
+
+def test_help_lists_presets_grouped_in_short_lines_with_tyros_bool_flags(monkeypatch, capsys):
+    from canter.algorithms import ppo_continuous
+
+    code, out, _ = cli_in_process("ppo_continuous", monkeypatch, capsys, "--help")
+    assert code == 0
+    listing = out[out.index("Presets (") : out.index("\n\n", out.index("Presets ("))]
+    assert all(len(line) <= 100 for line in listing.splitlines()), listing
+    for name in ppo_continuous.PRESETS:  # every preset is named
+        assert re.search(rf"[ |]{re.escape(name)}[ :]", listing), name
+    assert "--env playground:<preset>" in listing and "--no-anneal-lr" in listing
+    assert "False" not in listing and "True" not in listing
+    assert len(listing.splitlines()) < 30  # 30 DM Control and Brax presets in one listing each

@@ -340,3 +340,5 @@ def test_readme_python_snippet_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     finals = done.stdout.strip().splitlines()[0]
     assert finals.startswith("[") and len(finals.strip("[]").split()) == 8, done.stdout
+    # The runner's call writes the run directory it names, as the snippet's comment says.
+    assert (tmp_path / "runs" / "lr" / "summary.json").is_file(), done.stdout

@@ -296,6 +296,10 @@ def test_cli_resume_with_changed_flag_and_static_sweep_fail_cleanly(
     args = ["--sweep", "num_steps=8,16", "--total-timesteps", "1024"]
     code, _, err = cli_in_process("ppo", monkeypatch, capsys, *args)
     assert code == 2 and "'num_steps' is static" in err, err
+    # --run-dir beside --resume names another directory: refused, not silently ignored.
+    args = ["--resume", str(uninterrupted.run_dir), "--run-dir", str(tmp_path / "elsewhere")]
+    code, _, err = cli_in_process("ppo", monkeypatch, capsys, *args)
+    assert code == 2 and "drop --run-dir" in err, err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -332,7 +336,10 @@ def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_ro
     assert "compiled" not in out and "Traceback" not in err
     longer = cli(repo_root, "--resume", str(run_dir), "--total-timesteps", str(4 * 16 * 20))
     out, err = longer.communicate(timeout=300)
-    assert longer.returncode == 2 and "depends on the budget" in err, err  # annealed lr
+    # The one cause that holds for this run, with the flag that avoids it.
+    assert longer.returncode == 2, err
+    assert "anneal_lr = True schedules over the whole budget: start it with --no-anneal-lr" in err
+    assert "ragged" not in err and "covered the whole run" not in err
     assert "(--total-timesteps 640) to --total-timesteps 1280" in err and "compiled" not in out
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     run(run_dir=run_dir, resume=True)  # now finished
@@ -363,3 +370,31 @@ def test_train_longer_equals_a_run_started_with_the_larger_budget(tmp_path):
         assert json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 1280
     with pytest.raises(ConfigError, match="a run cannot be shortened"):
         run(flat, run_dir=tmp_path / "finished", resume=True)
+
+
+def test_train_longer_refusal_names_each_cause_that_holds_and_its_fix():
+    from types import SimpleNamespace
+
+    from canter.common.run.programs import why_not_longer
+
+    def train(iterations, per_interval, steps=512):
+        return SimpleNamespace(
+            num_iterations=iterations,
+            interval_iterations=per_interval,
+            num_intervals=-(-iterations // per_interval),
+            eval_every=per_interval * steps,
+        )
+
+    plain = SimpleNamespace(anneal_lr=False)
+    ragged = why_not_longer(train(976, 50), plain)  # PPO's default budget: 500,000 env steps
+    assert ragged.startswith("its last interval is ragged (976 iterations")
+    assert "such as 486400 or 512000" in ragged and "anneal" not in ragged
+    one = why_not_longer(train(40, 40), plain)
+    assert one.startswith("its eval_every covered the whole run") and "ragged" not in one
+    annealed = why_not_longer(train(1000, 50), SimpleNamespace(anneal_lr=True))
+    assert annealed == (
+        "anneal_lr = True schedules over the whole budget: start it with --no-anneal-lr"
+    )
+    both = why_not_longer(train(976, 50), SimpleNamespace(anneal_lr=True, exploration_fraction=0.2))
+    assert both.count("; and ") == 2 and "exploration_fraction = 0.2" in both
+    assert "no value of it avoids that" in both

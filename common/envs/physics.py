@@ -263,7 +263,10 @@ def make_brax_env(name: str) -> tuple[PhysicsEnv, PhysicsParams]:
         from brax import envs
     except ImportError as error:
         raise ConfigError(f"{name} needs the brax extra: {BRAX_INSTALL}.") from error
-    env = envs.get_environment(env_name, backend=BRAX_BACKEND)
+    with warnings.catch_warnings():  # "not actively maintained", on every model load: the
+        # docs say it once (docs/environments.md, Brax)
+        warnings.filterwarnings("ignore", "Brax System, piplines", UserWarning)
+        env = envs.get_environment(env_name, backend=BRAX_BACKEND)
     ranges = np.asarray(env.sys.actuator.ctrl_range)
     adapter = PhysicsEnv(name, env, ranges[:, 0], ranges[:, 1])
     return adapter, adapter.default_params

@@ -6,6 +6,7 @@ and some gymnax constructors branch on arrays (FourRooms-misc, MetaMaze-misc). g
 imported on first use, not on import: importing it starts JAX's backend (common/run/devices.py).
 """
 
+import difflib
 import functools
 from collections.abc import Callable
 from typing import Any, Literal
@@ -230,7 +231,8 @@ def _build(name: str) -> tuple[Any, Any]:
     if _is_gymnasium_id(name):
         raise ConfigError(f"{name} is a Gymnasium env: use --env {HOST_PREFIX}{name}.")
     raise ConfigError(
-        f"Unknown environment '{name}'. Valid names: {', '.join(env_names())}; "
+        f"Unknown environment '{name}'{_did_you_mean(name)}. "
+        f"Valid names: {', '.join(env_names())}; "
         f"{', '.join(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES)} ({CRAFTAX_INSTALL}); "
         f"{', '.join(JUMANJI_PREFIX + t for t in JUMANJI_TASKS)} ({JUMANJI_INSTALL}); "
         f"{MINIGRID_PREFIX}MiniGrid-<task>, {len(MINIGRID_TASKS)} tasks such as "
@@ -240,6 +242,25 @@ def _build(name: str) -> tuple[Any, Any]:
         f"{', '.join(BRAX_PREFIX + e for e in BRAX_ENVS)} ({BRAX_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
+
+
+def _did_you_mean(name: str) -> str:
+    """` (did you mean X?)` for the closest known names to a misspelt one, else ""."""
+    known = [
+        *env_names(),
+        *(CRAFTAX_PREFIX + g for g in CRAFTAX_GAMES),
+        *(JUMANJI_PREFIX + t for t in JUMANJI_TASKS),
+        *(MINIGRID_PREFIX + t for t in MINIGRID_TASKS),
+        *(PLAYGROUND_PREFIX + t for t in PLAYGROUND_TASKS),
+        *(BRAX_PREFIX + e for e in BRAX_ENVS),
+    ]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+# The action kind of every env of a suite, known before its (slow) model build: a mismatch is
+# refused at once (Playground's tasks take about 20 s to build on a CPU).
+SUITE_KINDS: dict[str, ActionKind] = {PLAYGROUND_PREFIX: "continuous", BRAX_PREFIX: "continuous"}
 
 
 def _is_gymnasium_id(name: str) -> bool:
@@ -252,6 +273,14 @@ def _is_gymnasium_id(name: str) -> bool:
     except ImportError:
         return False
     return name in gymnasium.registry
+
+
+def _refuse_kind(name: str, kind: ActionKind, action: ActionKind, algorithm: str) -> None:
+    raise ActionSpaceError(
+        f"{name} has a {kind} action space, but {algorithm or 'this algorithm'} handles "
+        f"{action} actions only.",
+        kind,
+    )
 
 
 def make_env(
@@ -276,14 +305,13 @@ def make_env(
     Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
     training only; evaluation runs on `evaluation_env(env)`); other envs ignore both.
     """
+    known = next((k for prefix, k in SUITE_KINDS.items() if name.startswith(prefix)), None)
+    if action is not None and known is not None and known != action:
+        _refuse_kind(name, known, action, algorithm)
     env, params = _build(name)
     kind = action_kind(env, params)
     if action is not None and kind != action:
-        raise ActionSpaceError(
-            f"{name} has a {kind} action space, but {algorithm or 'this algorithm'} handles "
-            f"{action} actions only.",
-            kind,
-        )
+        _refuse_kind(name, kind, action, algorithm)
     shape = tuple(env.observation_space(params).shape)
     if image and len(shape) != 3:
         image_hint = image_hint or (

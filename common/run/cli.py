@@ -12,13 +12,15 @@ import datetime
 import inspect
 import os
 import sys
+import textwrap
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import jax
 import tyro
-from canter.common.config import ConfigError
+from canter.common.config import ConfigError, checked, deferred_checks
 from canter.common.run.batch import make_batch, parse_sweep
 from canter.common.run.debug import run_debug
 from canter.common.run.devices import use_cpu_cores
@@ -104,7 +106,15 @@ def main(
         ) -> tuple[Any, RunOptions]:
             return config, options
 
-        config, options = tyro.cli(parse, args=argv, description=_describe(make_train, presets))
+        with deferred_checks():  # a range error is one line below, not tyro's box
+            config, options = tyro.cli(parse, args=argv, description=_describe(make_train, presets))
+        config = checked(config)
+        if options.resume is not None and options.run_dir is not None:
+            if options.run_dir.resolve() != options.resume.resolve():
+                raise ConfigError(
+                    f"--resume {options.resume} continues the run in that directory; drop "
+                    f"--run-dir {options.run_dir} (a resumed run cannot move)."
+                )
         use_compile_cache(options.compile_cache)
         if options.debug:
             if options.sweep:
@@ -165,15 +175,64 @@ def exit_code(summary: dict[str, Any]) -> int:
 
 
 def _describe(make_train: Callable, presets: dict[str, dict[str, Any]]) -> str:
-    """--help: the algorithm file's docstring, then its presets."""
+    """--help: the algorithm file's docstring, then its presets, wrapped to 100 columns. Presets
+    whose env is named after them (`--env playground:<preset>`) form a family: the values all
+    of them set are given once, then each group of presets that agree on the rest."""
     doc = sys.modules[make_train.__module__].__doc__ or ""
     if not presets:
         return doc
-    listed = "\n".join(
-        f"  --preset {name}: " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in p.items())
-        for name, p in presets.items()
-    )
+    families: dict[str | None, dict[str, dict]] = {}
+    for name, values in presets.items():
+        env = values.get("env", "")
+        prefix = env[: -len(name)] if env.endswith(name) else None
+        own = {k: v for k, v in values.items() if k != "env" or prefix is None}
+        families.setdefault(prefix, {})[name] = own
+    entries = []
+    for prefix, members in families.items():
+        first, *others = members.values()
+        shared = {k: v for k, v in first.items() if all(k in o and o[k] == v for o in others)}
+        if prefix is None or not others:
+            members = {n: presets[n] for n in members} if prefix is not None else members
+            shared = {}
+        else:
+            entries.append(_wrapped(f"--env {prefix}<preset> " + _flags(shared), "  "))
+        groups: dict[tuple, list[str]] = {}
+        for name, values in members.items():
+            rest = tuple((k, v) for k, v in values.items() if k not in shared)
+            groups.setdefault(rest, []).append(name)
+        indent = "  " if not shared else "    "
+        for rest, names in groups.items():
+            entries.append(_wrapped(f"--preset {' | '.join(names)}: {_flags(dict(rest))}", indent))
+    listed = "\n".join(entries)
     return f"{doc}\nPresets (the defaults they set; other flags override them):\n{listed}"
+
+
+def flag(name: str, value: Any) -> str:
+    """A Config field's value as the flag that sets it (a bool as `--name` or `--no-name`, as
+    tyro spells them)."""
+    name = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{name}" if value else f"--no-{name}"
+    return f"--{name} {value}"
+
+
+def _flags(values: dict[str, Any]) -> str:
+    return " ".join(flag(k, v) for k, v in values.items()) or "(the values above)"
+
+
+def _wrapped(text: str, indent: str) -> str:
+    return textwrap.fill(
+        text, 100, initial_indent=indent, subsequent_indent=indent + "    ", break_on_hyphens=False
+    )
+
+
+class UnknownPreset(ConfigError):
+    """`--preset NAME` that this file does not have; `name` is NAME (the trainer's message
+    adds the files that do have it)."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tuple:
@@ -185,7 +244,7 @@ def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tu
         name = argv[at + 1] if at + 1 < len(argv) else ""
         if name not in presets:
             valid = ", ".join(presets) or "none (this algorithm has no presets)"
-            raise ConfigError(f"--preset '{name}' is unknown. Presets: {valid}.")
+            raise UnknownPreset(f"--preset '{name}' is unknown. Presets: {valid}.", name)
         if "--resume" in argv:
             raise ConfigError("--preset and --resume do not mix: a resumed run keeps its config.")
         argv, preset = argv[:at] + argv[at + 2 :], presets[name]
@@ -209,15 +268,32 @@ ALIASES = {"--lr": "--learning-rate"}
 
 def _aliases(argv: list[str], config_cls: type) -> list[str]:
     """`argv` with short aliases (`--lr`) spelled as their fields' flags, where the Config has
-    the field."""
+    the field, and a whole number written as a float (`--total-timesteps 1e6`, `2.5e5`) given
+    to an int field as an int (a fraction is left for the parser to refuse)."""
     fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config_cls)}
+    hints = typing.get_type_hints(config_cls)
+    ints = {f"--{n.replace('_', '-')}" for n, t in hints.items() if t is int}
     out = []
     for arg in argv:
         flag, eq, value = arg.partition("=")
         if flag in ALIASES and ALIASES[flag] in fields:
-            arg = ALIASES[flag] + eq + value
+            flag = ALIASES[flag]
+            arg = flag + eq + value
+        if eq and flag in ints:
+            arg = flag + eq + _whole(value)
+        elif out and out[-1] in ints and not arg.startswith("--"):
+            arg = _whole(arg)
         out.append(arg)
     return out
+
+
+def _whole(value: str) -> str:
+    """`value` as an int's digits where it is a float literal of a whole number, else as is."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return str(int(number)) if number.is_integer() and abs(number) < 2**63 else value
 
 
 def _finished(path: Path, config: Any, make_train: Callable, algo: str, sweep: dict) -> bool:

@@ -174,14 +174,44 @@ def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) 
         traced(make_train, batch)  # a process's first trace can hold constants later ones share
         if _same(traced(make_train, make_batch(before, batch.sweep)), traced(make_train, batch)):
             return None
-        return (
-            "one interval's program depends on the budget (a schedule over it, such as an "
-            "annealed learning rate or an exploration fraction; a ragged last interval; or an "
-            "eval_every at least the old budget, which made one interval of the whole run), so "
-            "the continued run would not equal a run started with the new budget"
-        )
+        why = why_not_longer(make_train(before), before)
+        return f"{why}, so the continued run would not equal a run started with the new budget"
 
     return out.check_resume(record, longer)
+
+
+# Config fields that make a schedule over the whole budget: False where the bool flag turns it
+# off (`--no-<flag>`), None where no value does.
+SCHEDULES = {"anneal_lr": False, "exploration_fraction": None}
+
+
+def why_not_longer(train: Any, config: Any) -> str:
+    """Why a run of `config` (built into `train`) cannot be continued to a larger budget: each
+    cause that holds for it (one interval for the whole run, a ragged last interval, a schedule
+    over the budget), with the flags that avoid it in a run meant to be extended."""
+    causes = []
+    if train.interval_iterations >= train.num_iterations:
+        causes.append(
+            "its eval_every covered the whole run (one interval): start it with an --eval-every "
+            "below --total-timesteps"
+        )
+    elif train.num_iterations % train.interval_iterations:
+        whole = (train.num_intervals - 1) * train.eval_every
+        causes.append(
+            f"its last interval is ragged ({train.num_iterations} iterations are not whole "
+            f"intervals of {train.interval_iterations}): start it with a --total-timesteps that "
+            f"is a multiple of its {train.eval_every} env steps between evaluations, such as "
+            f"{whole} or {whole + train.eval_every}"
+        )
+    for name, off in SCHEDULES.items():
+        if not hasattr(config, name) or (off is not None and getattr(config, name) == off):
+            continue
+        flag = name.replace("_", "-")
+        fix = "no value of it avoids that" if off is None else f"start it with --no-{flag}"
+        causes.append(f"{name} = {getattr(config, name)} schedules over the whole budget: {fix}")
+    if not causes:
+        causes.append("its program depends on the budget (a schedule over it)")
+    return "; and ".join(causes)
 
 
 def traced(make_train: Callable, batch: Batch) -> list:

@@ -115,8 +115,7 @@ def report(say: Say, summary: dict[str, Any]) -> None:
             say(
                 f"{p:>5}  "
                 + "  ".join(f"{point[n]:>14.6g}" for n in names)
-                + f"  {point['final_return_mean']:8.2f} +- {point['final_return_std']:6.2f}"
-                + f"  {point['eval_return_mean']:8.2f} +- {point['eval_return_std']:6.2f}"
+                + f"  {_spread(point, 'final', 8, 6)}  {_spread(point, 'eval', 8, 6)}"
             )
     else:
         finite = summary["finite_seeds"]
@@ -124,9 +123,13 @@ def report(say: Say, summary: dict[str, Any]) -> None:
             f", {finite} finite" if finite < summary["num_seeds"] else ""
         )
         say(
-            f"done: return {summary['final_return_mean']:.2f} +- {summary['final_return_std']:.2f}"
-            f"  eval {summary['eval_return_mean']:.2f} +- {summary['eval_return_std']:.2f}"
+            f"done: return {_spread(summary, 'final')}  eval {_spread(summary, 'eval')}"
             f"  ({seeds}, {summary['env_steps']:,} env steps each)"
+        )
+    if _unended(summary):
+        say(
+            "      return -: no training episode ended in the last interval (episodes outlast "
+            "it); metrics.csv has the intervals in which episodes ended"
         )
     for d in summary["diverged"]:
         where = ", ".join(f"{k}={v:g}" for k, v in d["point"].items())
@@ -138,6 +141,21 @@ def report(say: Say, summary: dict[str, Any]) -> None:
         f"      compile {summary['compile_s']:.1f} s  run {summary['run_s']:.1f} s  "
         f"{summary['env_steps_per_s']:,.0f} env steps/s (all seeds)"
     )
+
+
+def _spread(values: dict, which: str, width: int = 0, std_width: int = 0) -> str:
+    """`mean +- std` of `<which>_return_*`; "-" where it is NaN: no training episode ended in
+    the last interval (nothing to average, which is not a divergence)."""
+    mean, std = values[f"{which}_return_mean"], values[f"{which}_return_std"]
+    if not np.isfinite(mean):
+        return f"{'-':>{width}}" + " " * (std_width + 4 if width else 0)
+    return f"{mean:{width}.2f} +- {std:{std_width}.2f}"
+
+
+def _unended(summary: dict) -> bool:
+    """Whether a point's training return is NaN with seeds still finite (no divergence)."""
+    points = summary["points"]
+    return any(not np.isfinite(p["final_return_mean"]) and p["finite_seeds"] for p in points)
 
 
 def bootstrap_band(values: Any, level: float = 0.95, samples: int = 1000) -> tuple:
