@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -398,3 +399,75 @@ def test_train_longer_refusal_names_each_cause_that_holds_and_its_fix():
     both = why_not_longer(train(976, 50), SimpleNamespace(anneal_lr=True, exploration_fraction=0.2))
     assert both.count("; and ") == 2 and "exploration_fraction = 0.2" in both
     assert "no value of it avoids that" in both
+
+
+def abandoned_run(path: Path) -> Path:
+    """A run directory as a run killed before its first checkpoint leaves it."""
+    (path / "seed_0").mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"algo": "ppo", "format": 3}))
+    (path / "seed_0" / "metrics.csv").write_text("interval\n1\n")
+    (path / "notes.txt").write_text("not canter's")
+    return path
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_killed_before_its_first_checkpoint_leaves_a_reusable_directory(tmp_path):
+    from canter.common.run.rundir import RunDir
+
+    out = RunDir(abandoned_run(tmp_path / "run"))
+    assert out.abandoned() and not out.holds_run()
+    with pytest.raises(ConfigError, match="holds no checkpoint: its run stopped before"):
+        out.check_resume({}, None)
+    # While another process holds the lock, the directory is that process's.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out.path / "run.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert not out.abandoned() and out.holds_run()
+        with pytest.raises(ConfigError, match="another process is running it"):
+            out.check_resume({}, None)
+        with pytest.raises(ConfigError, match="is in use"):
+            RunDir(out.path).claim({"algo": "ppo", "format": 3})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.abandoned()
+    created = out.claim({"algo": "ppo", "format": 3, "new": True})
+    assert not created and json.loads(out.config_file.read_text())["new"]
+    assert not (out.path / "seed_0").exists()  # the dead run's files go
+    assert (out.path / "notes.txt").read_text() == "not canter's"  # anything else stays
+    with pytest.raises(ConfigError, match="is in use"):  # this process holds it now
+        RunDir(out.path).lock()
+    out.unlock()
+
+
+def test_a_foreign_config_json_is_never_taken_for_an_abandoned_run(tmp_path):
+    from canter.common.run.rundir import RunDir
+
+    (tmp_path / "config.json").write_text('{"model": "not canter"}')
+    out = RunDir(tmp_path)
+    assert not out.abandoned() and out.holds_run()
+    with pytest.raises(ConfigError, match="already holds a run"):
+        out.claim({"algo": "ppo", "format": 3})
+    assert json.loads((tmp_path / "config.json").read_text()) == {"model": "not canter"}
+
+
+def test_the_runner_takes_an_abandoned_directory_and_says_so(tmp_path, capsys):
+    run_dir = abandoned_run(tmp_path / "run")
+    result = trainer.run(SMALL, ppo.make_train, algo="ppo", run_dir=run_dir)
+    assert (
+        "its earlier run ended before its first checkpoint; replacing it" in capsys.readouterr().out
+    )
+    assert (run_dir / "checkpoint.eqx").is_file() and result.summary["complete"]
+    assert len((run_dir / "seed_0" / "metrics.csv").read_text().splitlines()) > 2

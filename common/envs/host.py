@@ -146,8 +146,12 @@ def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     try:
         probe = make_gymnasium(env_id)
     except (ImportError, gymnasium.error.DependencyNotInstalled) as error:
-        extra = _extra_for(env_id) or "gymnasium"
-        raise ConfigError(f"{name} needs {error}; pip install -e '.[{extra}]'.") from None
+        extra = _extra_for(env_id)
+        install = f"pip install -e '.[{extra}]'" if extra else "install what Gymnasium names"
+        raise ConfigError(
+            f"{name} cannot be built here ({error}): {install}"
+            + (f" (canter's {extra} extra)." if extra else ".")
+        ) from None
     max_steps = atari.max_steps(spec) if atari.is_atari(env_id) else spec.max_episode_steps
     env = GymnasiumEnv(env_id, probe, max_steps)
     return env, HostParams(env.max_steps)

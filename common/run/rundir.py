@@ -6,6 +6,13 @@
     <run_dir>/summary.json           final returns, timings (written at the end)
     <run_dir>/learning_curve.png     training and evaluation return against env steps
     <run_dir>/tensorboard/<label>/   with --track tensorboard; <run_dir>/wandb/ with wandb
+    <run_dir>/run.lock               held (flock) by the process running it, while it runs
+
+Two processes never run one directory: a new run creates config.json exclusively, and a run
+(new or resumed) holds run.lock's lock while it runs, which the system drops when the process
+ends, however it ends. A directory whose run ended before its first checkpoint (a second
+Ctrl-C, SIGKILL, a crash) holds config.json without a checkpoint, and no process holds its lock:
+there is nothing to resume, and a new run may take the directory, replacing that run's files.
 
 config.json's `source` says where the algorithm's code is: `file`, the absolute path of the file
 that defines `make_train`, and `module`, its importable name (`canter.algorithms.ppo`; None for
@@ -17,11 +24,13 @@ new one compare equal exactly when they describe the same run.
 """
 
 import dataclasses
+import fcntl
 import inspect
 import json
 import math
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +92,9 @@ def algorithm_source(make_train: Callable) -> dict[str, str | None]:
     return {"file": str(path), "module": module}
 
 
+LOCK = "run.lock"
+
+
 def run_name(env: str, algo: str, seed: int, stamp: str) -> str:
     """The default run directory's name, one folder whatever the env id holds:
     `gymnasium:ALE/Breakout-v5` becomes `gymnasium-ALE-Breakout-v5` (no `:`, `/` or spaces)."""
@@ -109,6 +121,7 @@ class RunDir:
     """A run directory: where each of its files lives, and reading and writing its config."""
 
     def __init__(self, path: Path):
+        self._lock: int | None = None  # run.lock's descriptor while this process holds it
         self.path = Path(path)
         self.config_file = self.path / "config.json"
         self.checkpoint = self.path / "checkpoint.eqx"
@@ -122,17 +135,65 @@ class RunDir:
         return self.path / "tensorboard" / label
 
     def holds_run(self) -> bool:
-        return self.config_file.exists()
+        """Whether a run lives here: one with a checkpoint, or one still running."""
+        return self.config_file.exists() and not self.abandoned()
+
+    def abandoned(self) -> bool:
+        """Whether this directory holds canter's config.json but no checkpoint, and no process
+        runs it (its lock is free): a run that ended before saving anything."""
+        if not self.config_file.exists() or self.checkpoint.exists():
+            return False
+        try:
+            saved = json.loads(self.config_file.read_text())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(saved, dict) or not {"algo", "format"} <= saved.keys():
+            return False  # not canter's config.json: never touched
+        if self._lock is not None:  # this process holds the lock: no other runs it
+            return True
+        free = self._try_lock()
+        if free:
+            self.unlock()
+        return free
+
+    def lock(self) -> None:
+        """Hold run.lock's lock until `unlock` or the process's end; ConfigError if another
+        process holds it."""
+        if self._lock is None and not self._try_lock():
+            raise ConfigError(
+                f"{self.path} is in use: another process is running it (it holds "
+                f"{self.path / LOCK}); wait for it to end, or choose another --run-dir."
+            )
+
+    def _try_lock(self) -> bool:
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor drops the lock
+            self._lock = None
 
     def claim(self, record: dict[str, Any]) -> bool:
-        """Make this directory this process's run by creating config.json exclusively (O_EXCL),
-        so that of two processes racing on one directory only one writes; the other gets a
-        ConfigError. Returns whether the directory was created here (for `release`)."""
+        """Make this directory this process's run: take its lock, then create config.json
+        exclusively (O_EXCL), so that of two processes racing on one directory only one writes;
+        the other gets a ConfigError. An abandoned run's files (`abandoned`) are removed first.
+        Returns whether the directory was created here (for `release`)."""
         created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
+        self.lock()
+        if self.abandoned():
+            self._clear_abandoned()
         try:
             fd = os.open(self.config_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
+            self.unlock()
             raise ConfigError(
                 f"{self.path} already holds a run; continue it with --resume {self.path}, or "
                 "choose another --run-dir (nothing there was changed)."
@@ -141,10 +202,23 @@ class RunDir:
             f.write(json.dumps(record, indent=2) + "\n")
         return created
 
+    def _clear_abandoned(self) -> None:
+        """The files of a run that ended before its first checkpoint, this process holding the
+        lock: the layout's files only (anything else in the directory stays)."""
+        for name in ("config.json", "summary.json", "learning_curve.png"):
+            (self.path / name).unlink(missing_ok=True)
+        for name in ("tensorboard", "wandb"):
+            shutil.rmtree(self.path / name, ignore_errors=True)
+        for sub in self.path.iterdir():
+            if sub.is_dir() and [p.name for p in sub.iterdir()] == ["metrics.csv"]:
+                shutil.rmtree(sub)
+
     def release(self, created: bool) -> None:
-        """Undo `claim` when nothing was trained: config.json goes, and the directory if it was
-        created by the claim and is empty."""
+        """Undo `claim` when nothing was trained: config.json and the lock file go, and the
+        directory too if it was created by the claim and is empty."""
         self.config_file.unlink(missing_ok=True)
+        (self.path / LOCK).unlink(missing_ok=True)  # before the lock drops: no one waits on it
+        self.unlock()
         if created:
             try:
                 self.path.rmdir()
@@ -158,6 +232,17 @@ class RunDir:
         compiles) a `record` (`config_record`) that differs from the saved one, naming each
         field. A larger total_timesteps alone is allowed where `longer(saved)` gives no reason
         against it."""
+        if self.abandoned():
+            raise ConfigError(
+                f"{self.path} holds no checkpoint: its run stopped before saving its first, so "
+                f"there is nothing to resume; start it again with --run-dir {self.path} (and "
+                "without --resume): the directory is reused."
+            )
+        if self.config_file.exists() and not self.checkpoint.exists():
+            raise ConfigError(
+                f"{self.path} holds no checkpoint yet and another process is running it (it "
+                f"holds {self.path / LOCK}): resume it once that process has stopped."
+            )
         header, _ = checkpoint.read_header(self.checkpoint)
         saved = header.get("config") or {}
         _check_format(self.path, saved)

@@ -105,46 +105,60 @@ def run(
     """
     batch, train, host = _checked(config, make_train, sweep, data_parallel)
     out = _check_options(run_dir, resume, (checkpoint_every, checkpoint_minutes), track, stop_after)
-    wait_for_processes("checked")  # every process saw the directory before process 0 claims it
-    main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
-    say = print if verbose and main else None
-    record = config_record(algo, config, batch.sweep)
-    if resume:
-        _, saved = check_resume(out, record, make_train, batch)  # before anything compiles
-    claim = out if out is not None and main and not resume else None
-    written = {**record, "source": algorithm_source(make_train)}
-    programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
-    wait_for_processes("compiled")  # every process compiled before the first collective
-    where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
-    _say(say, f"{_what(algo, config, batch)}, {where}")
-    _say(say, _evaluations_line(config, train))
-    state, eval_keys = programs.start(programs.configs, programs.keys)
-    loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
-    first = 0
-    if resume:
-        state, first = loop.resume(out, programs, batch, saved)
-        _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
-        if host:
-            restart = "the episodes in flight restart (their last step reads as truncated)"
-            _say(say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint")
-    loop.open(track, algorithm_source(make_train))
-    end = (
-        train.num_intervals if stop_after is None else min(first + stop_after, train.num_intervals)
-    )
-    # Under multi-host the intervals run one after the other (collectives keep one order on
-    # every process); with host simulators, a discarded interval would step them past the
-    # checkpoint, so a run that may stop early (callbacks, a divergence stop) does too.
-    stops_early = bool(callbacks) or stop_on_divergence
-    overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
-    checks = (callbacks, stop_on_divergence, Checkpoints(checkpoint_every, checkpoint_minutes))
     try:
-        state, stopped = _intervals(loop, programs, state, eval_keys, first, end, checks, overlap)
+        wait_for_processes("checked")  # every process saw the directory before process 0 claims it
+        main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
+        say = print if verbose and main else None
+        record = config_record(algo, config, batch.sweep)
+        if resume:
+            if main and out is not None:
+                out.lock()  # two processes never run one directory (common/run/rundir.py)
+            _, saved = check_resume(out, record, make_train, batch)  # before anything compiles
+        elif out is not None and main and out.abandoned():
+            _say(
+                say, f"{out.path}: its earlier run ended before its first checkpoint; replacing it"
+            )
+        claim = out if out is not None and main and not resume else None
+        written = {**record, "source": algorithm_source(make_train)}
+        programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
+        wait_for_processes("compiled")  # every process compiled before the first collective
+        where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
+        _say(say, f"{_what(algo, config, batch)}, {where}")
+        _say(say, _evaluations_line(config, train))
+        state, eval_keys = programs.start(programs.configs, programs.keys)
+        loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
+        first = 0
+        if resume:
+            state, first = loop.resume(out, programs, batch, saved)
+            _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
+            if host:
+                restart = "the episodes in flight restart (their last step reads as truncated)"
+                _say(say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint")
+        loop.open(track, algorithm_source(make_train))
+        end = (
+            train.num_intervals
+            if stop_after is None
+            else min(first + stop_after, train.num_intervals)
+        )
+        # Under multi-host the intervals run one after the other (collectives keep one order on
+        # every process); with host simulators, a discarded interval would step them past the
+        # checkpoint, so a run that may stop early (callbacks, a divergence stop) does too.
+        stops_early = bool(callbacks) or stop_on_divergence
+        overlap = overlap and jax.process_count() == 1 and not (host and stops_early)
+        checks = (callbacks, stop_on_divergence, Checkpoints(checkpoint_every, checkpoint_minutes))
+        try:
+            state, stopped = _intervals(
+                loop, programs, state, eval_keys, first, end, checks, overlap
+            )
+        finally:
+            # The last checkpoint is on disk before the run returns, or raises (a callback's error
+            # leaves the checkpoints written so far whole); under multi-host the others wait for it
+            # at the collective in `finish`, which process 0 reaches after this.
+            loop.writer.close()
+        return loop.finish(state, stopped)
     finally:
-        # The last checkpoint is on disk before the run returns, or raises (a callback's error
-        # leaves the checkpoints written so far whole); under multi-host the others wait for it
-        # at the collective in `finish`, which process 0 reaches after this.
-        loop.writer.close()
-    return loop.finish(state, stopped)
+        if out is not None:
+            out.unlock()  # the run directory's lock, held since its claim or resume
 
 
 def check(
