@@ -227,3 +227,27 @@ def test_help_lists_presets_grouped_in_short_lines_with_tyros_bool_flags(monkeyp
     assert "--env playground:<preset>" in listing and "--no-anneal-lr" in listing
     assert "False" not in listing and "True" not in listing
     assert len(listing.splitlines()) < 30  # 30 DM Control and Brax presets in one listing each
+
+
+def test_a_gpu_sized_playground_program_is_refused_on_a_cpu_before_its_model_builds(
+    monkeypatch, capsys, tmp_path
+):
+    import jax
+    from canter.common.envs import registry
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")  # the refusal is a CPU's
+
+    def build(name):
+        raise AssertionError(f"{name} was built: the refusal should come before")
+
+    monkeypatch.setattr(registry, "_build", build)
+    run_dir = ["--run-dir", str(tmp_path / "r")]
+    code, _, err = cli_in_process(
+        "ppo_continuous", monkeypatch, capsys, "--preset", "CheetahRun", *run_dir
+    )
+    assert code == 2 and "2,048 envs in one program" in err, err
+    assert "On a CPU use --num-envs 1024 or fewer" in err
+    seeds = ["--preset", "CheetahRun", "--num-envs", "512", "--num-seeds", "4", *run_dir]
+    code, _, err = cli_in_process("ppo_continuous", monkeypatch, capsys, *seeds)
+    assert code == 2 and "num_envs 512 x 4 seeds" in err and "--num-envs 256 or fewer" in err
+    assert not (tmp_path / "r").exists()

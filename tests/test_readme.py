@@ -20,6 +20,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import jax
 import pytest
 
 from tests.checks import cli_in_process
@@ -83,6 +84,9 @@ TRAINED_ELSEWHERE = {
         "test_physics.py::test_the_speed_benchmark_runs_and_writes_its_table",
     ],
 }
+# Commands sized for a GPU, which the README says are: on a CPU each is refused before
+# compiling (its dry run too), with the message naming what a CPU run needs instead.
+GPU_ONLY = {"ppo_continuous.py --preset CheetahRun": "On a CPU use --num-envs 1024 or fewer"}
 # What a command's env needs beyond the base install: (a word in the command, its module).
 EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
 EXTRAS += [("Craftax-", "craftax"), ("jumanji:", "jumanji"), ("xminigrid:", "xminigrid")]
@@ -304,6 +308,12 @@ def test_readme_commands_run(block, part, tmp_path, monkeypatch, capsys):
                 monkeypatch.setenv(name, value)
             algo = Path(shlex.split(command)[1]).stem
             code, out, err = cli_in_process(algo, monkeypatch, capsys, *args, "--dry-run")
+            gpu = next((why for c, why in GPU_ONLY.items() if c in original), None)
+            if gpu and jax.default_backend() == "cpu":
+                said = next(line for line in README.splitlines() if original in line)
+                assert "GPU" in said, f"the README does not say `{original}` is for a GPU"
+                assert code == 2 and gpu in err, f"`{command}` was not refused on a CPU: {err}"
+                continue
             assert code == 0, f"`{command}` failed:\n{out[-3000:]}\n{err}"
             assert "dry run: checked" in out, out
             continue

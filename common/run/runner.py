@@ -181,10 +181,35 @@ def _checked(config: Any, make_train: Callable, sweep: dict | None, data_paralle
     """(the batch, the first point's Train, whether the env steps on the host), checked."""
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
+    _check_mjx_on_cpu(config, batch)  # before Playground builds its model (about 20 s)
     # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
     return batch, train, _check_host(train, data_parallel)
+
+
+# The most MJX envs one program steps on a CPU: above it jaxlib 0.10.2's batched Cholesky can
+# deadlock XLA's thread pool (docs/environments.md, "On a CPU, keep an MJX task's batch...").
+MJX_CPU_ENVS = 1024
+
+
+def _check_mjx_on_cpu(config: Any, batch: Batch) -> None:
+    """Refuse a Playground (MJX) program wider than `MJX_CPU_ENVS` envs on a CPU: such a run
+    (`ppo_continuous.py --preset CheetahRun`, 2,048 envs: a GPU's preset) can hang."""
+    from canter.common.envs.registry import PLAYGROUND_PREFIX
+
+    if not config.env.startswith(PLAYGROUND_PREFIX) or jax.default_backend() != "cpu":
+        return
+    envs = getattr(config, "num_envs", 1) * batch.size
+    if envs > MJX_CPU_ENVS:
+        most = max(1, MJX_CPU_ENVS // batch.size)
+        raise ConfigError(
+            f"{config.env} with {envs:,} envs in one program (num_envs {config.num_envs} x "
+            f"{batch.size} seeds and sweep points) on a CPU: MJX above {MJX_CPU_ENVS:,} can hang "
+            f"here (docs/environments.md); this is a GPU's size. On a CPU use --num-envs {most} "
+            "or fewer, and a --total-timesteps a CPU trains in (benchmarks/cpu_physics.sh has "
+            "the CPU rows' settings)."
+        )
 
 
 def _what(algo: str, config: Any, batch: Batch) -> str:
