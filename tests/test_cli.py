@@ -251,3 +251,44 @@ def test_a_gpu_sized_playground_program_is_refused_on_a_cpu_before_its_model_bui
     code, _, err = cli_in_process("ppo_continuous", monkeypatch, capsys, *seeds)
     assert code == 2 and "num_envs 512 x 4 seeds" in err and "--num-envs 256 or fewer" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_wandb_without_credentials_is_refused_before_compiling(monkeypatch, capsys, tmp_path):
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    netrc = tmp_path / "netrc"
+    monkeypatch.setenv("NETRC", str(netrc))  # none there yet
+    args = ["--track", "wandb", "--run-dir", str(tmp_path / "r")]
+    for extra in ([], ["--dry-run"]):  # the dry run says what the run would
+        code, out, err = ppo_in_process(monkeypatch, capsys, *args, *extra)
+        assert code == 2 and err.count("\n") == 1, err
+        assert "no W&B credentials for api.wandb.ai" in err and "WANDB_MODE=offline" in err
+        assert "compiled" not in out and not (tmp_path / "r").exists()
+    netrc.write_text("machine api.wandb.ai login user password " + "0" * 40 + "\n")
+    code, out, err = ppo_in_process(monkeypatch, capsys, *args, "--dry-run")
+    assert code == 0, err
+    netrc.unlink()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    code, out, err = ppo_in_process(monkeypatch, capsys, *args, "--dry-run")
+    assert code == 0, err
+    monkeypatch.setenv("WANDB_MODE", "")
+    code, out, err = ppo_in_process(monkeypatch, capsys, *args, "--dry-run")
+    assert code == 2 and "WANDB_MODE='' is not a W&B mode" in err, err
+
+
+def test_seeds_whose_train_state_exceeds_the_memory_are_refused_before_compiling(
+    monkeypatch, capsys, tmp_path
+):
+    from canter.common.run import runner
+
+    # The default PPO's state on CartPole is about 0.1 MiB per seed: 1 MiB holds 9 or 10.
+    monkeypatch.setattr(runner, "memory_bytes", lambda: (2**20, "a 1 MiB test device"))
+    run_dir = ["--run-dir", str(tmp_path / "r")]
+    for extra in ([], ["--dry-run"]):
+        code, out, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", "64", *run_dir, *extra)
+        assert code == 2 and err.count("\n") == 1, err
+        assert "64 seeds (x sweep points) hold at least" in err and "a 1 MiB test device" in err
+        fits = int(re.search(r"at most (\d+) fit in one program", err).group(1))
+        assert 5 <= fits < 64 and "compiled" not in out
+    code, _, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", str(fits), "--dry-run")
+    assert code == 0, err  # as many as it said fit pass the check

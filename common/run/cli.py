@@ -27,7 +27,7 @@ from canter.common.run.devices import use_cpu_cores
 from canter.common.run.interrupts import Interrupted
 from canter.common.run.programs import check_resume
 from canter.common.run.rundir import RunDir, config_record, new_run_dir, run_name
-from canter.common.run.runner import RunResult, check, run
+from canter.common.run.runner import RunResult, check, check_trackers, run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +123,7 @@ def main(
             return None
         sweep = parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep
         if options.dry_run:
+            check_trackers(options.track)
             data_parallel = options.data_parallel
             print(check(config, make_train, algo=algo, sweep=sweep, data_parallel=data_parallel))
             print("dry run: checked; nothing compiled or written")

@@ -39,6 +39,18 @@ def use_cpu_cores() -> None:
         jax.config.update("jax_num_cpu_devices", len(os.sched_getaffinity(0)))
 
 
+def memory_bytes() -> tuple[int, str]:
+    """(bytes of memory the local devices have in all, what they are): each accelerator's
+    allocator limit, or on a CPU the machine's physical memory."""
+    devices = jax.local_devices()
+    if devices[0].platform == "cpu":
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return total, "this machine's memory (CPU)"
+    stats = [d.memory_stats() or {} for d in devices]
+    total = sum(s.get("bytes_limit", 0) for s in stats)
+    return total, f"{len(devices)} {devices[0].device_kind} device(s)"
+
+
 def batch_shardings(
     size: int, data_parallel: bool = False, one_device: bool = False
 ) -> tuple[NamedSharding, NamedSharding, int]:

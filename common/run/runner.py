@@ -24,7 +24,14 @@ from canter.common.envs import is_host_env
 from canter.common.run import checkpoint, health, report
 from canter.common.run.batch import Batch, make_batch
 from canter.common.run.cadence import Checkpoints, Pace
-from canter.common.run.devices import gather, pad, place, use_cpu_cores, wait_for_processes
+from canter.common.run.devices import (
+    gather,
+    memory_bytes,
+    pad,
+    place,
+    use_cpu_cores,
+    wait_for_processes,
+)
 from canter.common.run.interrupts import Pending, Preemption
 from canter.common.run.logging import MetricsLog
 from canter.common.run.programs import Programs, check_resume, compile_claimed
@@ -185,7 +192,30 @@ def _checked(config: Any, make_train: Callable, sweep: dict | None, data_paralle
     # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
+    _check_memory(train, batch)
     return batch, train, _check_host(train, data_parallel)
+
+
+def _check_memory(train: Any, batch: Batch) -> None:
+    """Refuse a batch whose train state alone (traced, not compiled: a lower bound on what
+    the program needs, without its rollout and update buffers) exceeds the devices' memory."""
+    state = jax.eval_shape(train.start, jax.random.key(0))
+    per_seed = sum(
+        x.size * x.dtype.itemsize
+        for x in jax.tree.leaves(state)
+        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    )
+    memory, where = memory_bytes()
+    if not memory or per_seed * batch.size <= memory:
+        return
+    fits = memory // max(per_seed, 1)
+    raise ConfigError(
+        f"{batch.size:,} seeds (x sweep points) hold at least {per_seed * batch.size / 2**30:,.1f} "
+        f"GiB of train state ({per_seed / 2**20:,.2f} MiB each, before rollouts and updates), "
+        f"more than {where} has ({memory / 2**30:,.1f} GiB): at most {fits:,} fit in one "
+        "program; train fewer seeds per run (--num-seeds, with --seed to start the next run "
+        "where this one ends)."
+    )
 
 
 # The most MJX envs one program steps on a CPU: above it jaxlib 0.10.2's batched Cholesky can
@@ -507,9 +537,7 @@ def _check_options(
         raise ConfigError(f"checkpoint_minutes must be >= 0 (0: not by time), got {minutes}.")
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"stop_after must be at least 1 interval, got {stop_after}.")
-    for tracker, module in (("tensorboard", "tensorboardX"), ("wandb", "wandb")):
-        if tracker in track and importlib.util.find_spec(module) is None:
-            raise ConfigError(f"--track {tracker} needs {module}: pip install -e '.[log]'.")
+    check_trackers(track)
     if run_dir is None:
         if resume:
             raise ConfigError("resume needs the run directory to resume from.")
@@ -521,6 +549,46 @@ def _check_options(
             "another --run-dir (nothing there was changed)."
         )
     return out
+
+
+def check_trackers(track: tuple[str, ...]) -> None:
+    """Refuse a tracker that would fail once the run starts logging: not installed, or W&B
+    without credentials (`run` checks this before compiling; the CLI's --dry-run too)."""
+    for tracker, module in (("tensorboard", "tensorboardX"), ("wandb", "wandb")):
+        if tracker in track and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"--track {tracker} needs {module}: pip install -e '.[log]'.")
+    if "wandb" in track:
+        _check_wandb_credentials()
+
+
+WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
+
+
+def _check_wandb_credentials() -> None:
+    """Refuse `--track wandb` before compiling where W&B would refuse it at its first log: an
+    unknown WANDB_MODE, or an online run without an API key (WANDB_API_KEY, or `wandb login`'s
+    netrc entry for the W&B host)."""
+    import netrc
+    import os
+    from urllib.parse import urlparse
+
+    mode = os.environ.get("WANDB_MODE")
+    if mode is not None and mode not in WANDB_MODES:
+        raise ConfigError(f"WANDB_MODE={mode!r} is not a W&B mode: use one of {WANDB_MODES}.")
+    if mode in ("offline", "disabled", "dryrun") or os.environ.get("WANDB_API_KEY"):
+        return
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    try:
+        if netrc.netrc(path).authenticators(host):
+            return
+    except (OSError, netrc.NetrcParseError):
+        pass
+    raise ConfigError(
+        f"--track wandb has no W&B credentials for {host} (no WANDB_API_KEY, no entry in "
+        f"{path}): run `wandb login` first, or log offline with WANDB_MODE=offline "
+        "(`wandb sync` uploads it later)."
+    )
 
 
 def _resume(out: RunDir, programs: Programs, batch: Batch, record: dict) -> tuple:
