@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 from canter.algorithms import evaluate
@@ -151,3 +152,26 @@ def assert_episodes_read_and_cleared(state: Any, metrics: dict) -> None:
     was carried on in the state: a run that ended some leaves none uncounted behind."""
     assert np.nansum(np.asarray(metrics["train"]["episodes"])) > 0  # else nothing to check
     assert not np.any(np.asarray(state.env_state.ended)), np.asarray(state.env_state.ended)
+
+
+def drawn_frames(name: str, seeds: int = 2, steps: int = 1) -> list[np.ndarray]:
+    """An env's own frames (`frames(states)`, what evaluate.py's GIF draws) of `steps` states
+    from each of `seeds` resets (the first action each step), checked to be drawn: RGB images,
+    none of a few colours, and not all equal (an empty axes or a blank canvas is the same image
+    whatever the state)."""
+    from canter.common.envs import base_state, make_env
+
+    env, params = make_env(name)
+    states = []
+    for seed in range(seeds):
+        _, state = env.reset(jax.random.key(seed), params)
+        for step in range(steps):
+            states.append(base_state(state))
+            _, state, *_ = env.step(jax.random.key(step), state, 0, params)
+    frames = env.unwrapped.frames(states)
+    assert len(frames) == len(states)
+    for frame in frames:
+        assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3, frame.shape
+        assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 4, "a frame of one or two colours"
+    assert any(not np.array_equal(frames[0], f) for f in frames[1:]), "every state drew alike"
+    return frames

@@ -7,6 +7,8 @@ import pytest
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, craftax, make_env, vector_step
 
+from tests.checks import drawn_frames
+
 NOOP = 0
 
 
@@ -235,3 +237,9 @@ def test_ppo_learns_craftax_classic_beyond_random_actions():
     result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
     final = np.asarray(result.metrics["train"]["episodic_return"])[:, -1]
     assert np.all(final >= CLASSIC_THRESHOLD), final
+
+
+@pytest.mark.slow  # Craftax's textures (about 10 s) and its renderer compiled
+def test_gifs_draw_with_craftaxs_pixel_renderer():
+    frames = drawn_frames("craftax:Craftax-Classic-Symbolic-v1", seeds=2)
+    assert frames[0].shape == (144, 144, 3)  # 9 x 7 blocks of 16 pixels and the inventory

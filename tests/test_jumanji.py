@@ -13,7 +13,7 @@ from canter.common.config import ConfigError
 from canter.common.envs import base_state, jumanji, make_env, registry
 from canter.common.run.evaluation import run_episodes
 
-from tests.checks import needs
+from tests.checks import drawn_frames, needs
 
 NEEDS_JUMANJI = needs("jumanji", "jumanji")
 
@@ -298,3 +298,10 @@ def test_ppo_with_masks_beats_random_valid_items_on_knapsack():
     result = trainer.run(config, ppo.make_train, algo="ppo", verbose=False)
     final = np.asarray(result.metrics["eval"]["episodic_return"])[:, -1]
     assert np.all(final >= THRESHOLD), final
+
+
+@pytest.mark.parametrize("name", [KNAPSACK, "jumanji:Snake-v1"])
+@NEEDS_JUMANJI
+def test_gifs_draw_with_the_tasks_own_viewer(name):
+    frames = drawn_frames(name, seeds=2, steps=2)  # Knapsack's picture changes as it packs
+    assert frames[0].shape == (400, 400, 3)

@@ -10,7 +10,7 @@ import pytest
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, make_env, minigrid, registry, vector_mask, vector_step
 
-from tests.checks import needs
+from tests.checks import drawn_frames, needs
 
 NEEDS_XMINIGRID = needs("xminigrid", "xminigrid")
 
@@ -196,3 +196,18 @@ def test_a_missing_package_is_refused_naming_the_extra_and_builds_once_back(monk
         registry._build.cache_clear()
     env, _ = make_env("xminigrid:MiniGrid-Empty-6x6")  # back once the package is
     assert env.name == "xminigrid:MiniGrid-Empty-6x6"
+
+
+@NEEDS_XMINIGRID
+def test_gifs_draw_the_grid_with_xminigrids_renderer(tmp_path):
+    from canter.algorithms import evaluate
+    from PIL import Image
+
+    frames = drawn_frames("xminigrid:MiniGrid-DoorKey-8x8", seeds=2, steps=2)
+    # Through the GIF writer, as evaluate.py --gif: every frame is the env's, overlay drawn on.
+    env, params = make_env("xminigrid:MiniGrid-DoorKey-8x8")
+    _, state = env.reset(jax.random.key(0), params)
+    gif = tmp_path / "episode.gif"
+    evaluate.write_gif(env.unwrapped, params, [base_state(state)] * 2, [0.0, 1.0], gif)
+    written = Image.open(gif)
+    assert written.n_frames == 2 and written.size == frames[0].shape[1::-1]

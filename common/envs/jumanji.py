@@ -42,6 +42,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from canter.common.config import ConfigError
 from canter.common.envs.registry import JUMANJI_INSTALL, JUMANJI_PREFIX, JUMANJI_TASKS
 from gymnax.environments import environment, spaces
@@ -157,6 +158,29 @@ class Jumanji(environment.Environment):
         if mask is None:
             return jnp.ones(self.num_actions, bool)
         return jnp.asarray(mask, bool)
+
+    def frames(self, states: list, size: int = 400) -> list[np.ndarray]:
+        """RGB frames of (unbatched) states, drawn by the task's own Jumanji viewer (matplotlib,
+        offscreen) and scaled to `size` x `size`: about 0.5-3 s a frame on a CPU."""
+        import matplotlib
+        from jumanji.viewer import MatplotlibViewer
+        from PIL import Image
+
+        matplotlib.use("Agg")  # offscreen: no display is needed
+        viewers = [v for v in vars(self.jumanji).values() if isinstance(v, MatplotlibViewer)]
+        if not viewers:
+            raise ConfigError(f"{self.name} has no matplotlib viewer to draw frames with.")
+        viewer = viewers[0]
+        viewer._display = viewer._display_rgb_array  # Jumanji's own "rgb_array" render mode
+        images = []
+        try:
+            for state in states:
+                rgba = np.asarray(viewer.render(state.inner))
+                image = Image.fromarray(rgba[..., :3]).resize((size, size), Image.LANCZOS)
+                images.append(np.asarray(image))
+        finally:
+            viewer.close()
+        return images
 
     @property
     def num_actions(self) -> int:

@@ -36,6 +36,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from canter.common.config import ConfigError
 from canter.common.envs.registry import MINIGRID_INSTALL, MINIGRID_PREFIX, MINIGRID_TASKS
 from gymnax.environments import environment, spaces
@@ -99,6 +100,12 @@ class MiniGrid(environment.Environment):
     def is_truncated(self, state: Any, params: MiniGridParams) -> Bool[Array, ""]:
         """xminigrid's own time limit: the last step of an episode, with discount 1."""
         return jnp.logical_and(state.last(), state.discount == 1)
+
+    def frames(self, states: list) -> list[np.ndarray]:
+        """RGB frames of (unbatched) states, drawn by xminigrid's own renderer (the whole grid,
+        the agent's view highlighted)."""
+        params = self.minigrid_params.replace(render_mode="rgb_array")
+        return [np.asarray(self.minigrid.render(params, state), np.uint8) for state in states]
 
     @property
     def num_actions(self) -> int:
