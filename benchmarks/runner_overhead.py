@@ -1,6 +1,8 @@
-"""What the host runner costs: `trainer.run` as the command line runs it (a run directory with
-metric files and checkpoints, progress printed) against `jax.jit(jax.vmap(train))` of the same
-config, with the runner overlapping host and device (the default) and without (`overlap=False`).
+"""What the host runner costs: the command a user types (`python algorithms/ppo.py ...` in its
+own process, its run time from the summary.json it writes) and `trainer.run` in a process (a
+run directory with metric files and checkpoints, progress printed), with the runner
+overlapping host and device (the default) and without (`overlap=False`), each against the plain
+program a user would write, `jax.jit(jax.vmap(train))` of the same config in a fresh process.
 
 PPO on CartPole-v1 with PureJaxRL's sizes (canter's defaults: 4 envs x 128 steps), 1 seed,
 200 iterations (102,400 env steps); intervals of 1 iteration (an evaluation after each: 200
@@ -16,6 +18,8 @@ Writes benchmarks/results/runner_overhead.md and .json.
 """
 
 import json
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` fro
 
 from benchmarks import harness  # noqa: E402
 
-IMPLS = ("runner", "runner-sequential", "pure")
+IMPLS = ("command", "runner", "runner-sequential", "pure")
+ROOT = Path(__file__).resolve().parents[1]
 CADENCES = (1, 50)  # iterations per interval
 
 
@@ -34,7 +39,9 @@ def measure(impl: str, iterations: int, per_interval: int) -> dict:
 
     config = ppo.Config(total_timesteps=iterations * 512, eval_every=per_interval * 512)
     host_s = 0.0
-    if impl == "pure":
+    if impl == "command":
+        timing, host_s = command(iterations, per_interval)
+    elif impl == "pure":
         timing = harness.timed_jit(ppo.make_train(config), harness.canter_final_return, 1)
     else:
         with tempfile.TemporaryDirectory() as scratch:
@@ -51,22 +58,57 @@ def measure(impl: str, iterations: int, per_interval: int) -> dict:
     return {**record, "intervals": intervals, "host_ms": 1000 * host_s / intervals}
 
 
+def command(iterations: int, per_interval: int) -> tuple:
+    """(compile_s, run_s, eval returns) and host_s of `python algorithms/ppo.py` as a user types
+    it, in a process of its own with the environment this one has (the JAX compilation cache
+    on, as the command's default, in a scratch directory so that it compiles cold)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        run_dir = Path(scratch) / "r"
+        flags = [
+            "--total-timesteps",
+            str(iterations * 512),
+            "--eval-every",
+            str(per_interval * 512),
+        ]
+        env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(Path(scratch) / "cache")}
+        env.pop("JAX_ENABLE_COMPILATION_CACHE", None)  # the command's own default
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "algorithms" / "ppo.py"),
+                *flags,
+                "--run-dir",
+                str(run_dir),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if done.returncode != 0:
+            sys.exit(f"algorithms/ppo.py {' '.join(flags)} failed:\n{done.stderr[-3000:]}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+    return (summary["compile_s"], summary["run_s"], summary["eval_return"]), summary["host_s"]
+
+
 def table(iterations: int, results: dict[int, list[dict]]) -> str:
     lines = [
         f"PPO CartPole-v1, 1 seed, {iterations} iterations of 512 env steps; run time without "
         "compilation, median of the rounds; ratios within each round (median (per round)).",
         "",
-        "| iterations per interval | intervals | pure s | runner s | runner / pure "
-        "| runner without overlap / pure | overlap gain | host work per interval (ms) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| iterations per interval | intervals | pure s | command s | command / pure "
+        "| runner s | runner / pure | runner without overlap / pure | overlap gain "
+        "| host work per interval (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for per_interval, rounds in results.items():
+        typed = harness.ratios(rounds, "command", "pure", "run_s")
         runner = harness.ratios(rounds, "runner", "pure", "run_s")
         sequential = harness.ratios(rounds, "runner-sequential", "pure", "run_s")
         gain = harness.ratios(rounds, "runner-sequential", "runner", "run_s")
         lines.append(
             f"| {per_interval} | {rounds[0]['pure']['intervals']} "
             f"| {harness.median(rounds, 'pure', 'run_s'):.2f} "
+            f"| {harness.median(rounds, 'command', 'run_s'):.2f} | {harness.ratio_cell(typed)} "
             f"| {harness.median(rounds, 'runner', 'run_s'):.2f} "
             f"| {harness.ratio_cell(runner)} | {harness.ratio_cell(sequential)} "
             f"| {harness.ratio_cell(gain)} | {harness.median(rounds, 'runner', 'host_ms'):.1f} |"

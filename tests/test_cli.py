@@ -292,3 +292,18 @@ def test_seeds_whose_train_state_exceeds_the_memory_are_refused_before_compiling
         assert 5 <= fits < 64 and "compiled" not in out
     code, _, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", str(fits), "--dry-run")
     assert code == 0, err  # as many as it said fit pass the check
+
+
+def test_ctrl_c_before_training_is_one_line_and_leaves_no_directory(monkeypatch, capsys, tmp_path):
+    from canter.common.envs import registry
+
+    def interrupted(name):  # Ctrl-C while the env builds (Playground's take about 20 s)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(registry, "_build", interrupted)
+    monkeypatch.chdir(tmp_path)  # the default run directory would be made here
+    code, out, err = ppo_in_process(monkeypatch, capsys, "--env", "Acrobot-v1")
+    assert (
+        code == 130 and err == "stopped (SIGINT) before training: nothing trained, nothing saved\n"
+    )
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -4,7 +4,8 @@ Exit codes: 0 the run finished (or a callback stopped it); 2 bad input (a Config
 Config, `make_train` or the runner: a one-line message, before anything compiles); 3 the run
 finished but a seed diverged (or `--stop-on-divergence` stopped it); 75 (EX_TEMPFAIL) stopped
 by SIGTERM or SIGINT after checkpointing: `--resume` continues it; 143 or 130 a second signal
-ended it at once (the previous checkpoint stands).
+ended it at once (the previous checkpoint stands); 130 too for Ctrl-C before training began
+(building the env, checking the config), in one line.
 """
 
 import dataclasses
@@ -153,6 +154,10 @@ def main(
         _remove_if_empty(made)
         print(f"error: {explain(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt:  # Ctrl-C before training (building the env, checking the config)
+        _remove_if_empty(made)
+        print("stopped (SIGINT) before training: nothing trained, nothing saved", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except Interrupted as stop:  # the compilation goes on on a helper thread: do not wait for it
         _remove_if_empty(made)
         print(stop, file=sys.stderr)
@@ -165,7 +170,7 @@ def main(
     return result
 
 
-EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_PREEMPTED = 2, 3, 75
+EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_PREEMPTED, EXIT_INTERRUPTED = 2, 3, 75, 130
 
 
 def exit_code(summary: dict[str, Any]) -> int:
