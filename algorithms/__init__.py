@@ -14,4 +14,5 @@ HOUSE = {
     "ppo_continuous": "continuous",
     "sac": "continuous",
     "td3": "continuous",
+    "fast_td3": "continuous",
 }

@@ -45,6 +45,7 @@ class Range:
 Positive = Annotated[float, Range(0.0, low_open=True)]  # (0, inf): finite, above zero
 PositiveOrInf = Annotated[float, Range(0.0, low_open=True, high_open=False)]  # inf: "no limit"
 NonNegative = Annotated[float, Range(0.0)]
+Finite = Annotated[float, Range(-math.inf, low_open=True)]  # any finite value
 UnitInterval = Annotated[float, Range(0.0, 1.0, high_open=False)]
 PositiveFraction = Annotated[float, Range(0.0, 1.0, low_open=True, high_open=False)]
 PositiveInt = Annotated[int, Range(1.0)]  # sizes and counts: 1, 2, ...

@@ -9,12 +9,12 @@ import sys
 import typing
 
 import pytest
-from canter.algorithms import dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
+from canter.algorithms import dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
 from canter.common.config import ConfigError, Range
 from canter.common.run.batch import float_fields, make_batch
 from canter.common.run.rundir import RunDir, config_record
 
-ALGORITHMS = [dqn, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])

@@ -1,0 +1,301 @@
+"""FastTD3: the C51 projection, n-step targets and per-env replay windows against slow
+references, the update schedule, the replay contents, the CLI, Pendulum learning."""
+
+import dataclasses
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from canter.algorithms import fast_td3, trainer
+from canter.common.blocks.buffer import ReplayBuffer
+from canter.common.config import ConfigError
+
+from tests.checks import (
+    assert_episodes_read_and_cleared,
+    assert_evaluates_and_renders,
+    assert_refused_before_compiling,
+    cli_run,
+)
+from tests.test_invariants import assert_trees_close, counting
+
+# --- math against slow references
+
+
+def fasttd3_projection(probs, target, discount, support):
+    """FastTD3's projection after its fix #30 (fast_td3.py, `projection`), atom by atom."""
+    num_atoms = len(support)
+    v_min, v_max = support[0], support[-1]
+    delta = (v_max - v_min) / (num_atoms - 1)
+    out = np.zeros_like(probs)
+    for b in range(len(probs)):
+        for j in range(num_atoms):
+            image = min(max(target[b] + discount[b] * support[j], v_min), v_max)
+            position = (image - v_min) / delta
+            low, up = math.floor(position), math.ceil(position)
+            if low == up:  # on an atom: FastTD3 moves one end so that up - low = 1
+                if low > 0:
+                    low -= 1
+                else:
+                    up += 1
+            out[b, low] += probs[b, j] * (up - position)
+            out[b, up] += probs[b, j] * (position - low)
+    return out
+
+
+def test_projection_matches_fasttd3s_fixed_scatter():
+    rng = np.random.default_rng(0)
+    support = np.linspace(-10.0, 10.0, 11)
+    probs = rng.dirichlet(np.ones(11), size=6)
+    # A target that lands on atoms exactly (0 + 0), one past each end, and generic ones.
+    target = np.array([0.0, 30.0, -30.0, 1.3, -4.7, 2.0])
+    discount = np.array([0.0, 0.9, 0.9, 0.97, 0.5, 1.0])
+    got = fast_td3.project_distribution(*map(jnp.asarray, (probs, target, discount, support)))
+    expected = fasttd3_projection(probs, target, discount, support)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-6)  # mass kept
+    assert got[0, 5] == pytest.approx(1.0)  # a terminal target of 0: all mass on the 0 atom
+    assert got[1, -1] == pytest.approx(1.0) and got[2, 0] == pytest.approx(1.0)  # clipped
+
+
+def n_step_reference(reward, terminated, truncated, next_obs, gamma):
+    """FastTD3's n-step window (fast_td3_utils.py): rewards up to and including the first end,
+    gamma ** steps on the bootstrap, none after a termination; a loop over each sample."""
+    summed, discount, final = [], [], []
+    for r, te, tr, nxt in zip(reward, terminated, truncated, next_obs, strict=True):
+        total, steps = 0.0, 0
+        for k in range(len(r)):
+            total += gamma**k * r[k]
+            steps += 1
+            if te[k] or tr[k]:
+                break
+        summed.append(total)
+        discount.append(0.0 if te[steps - 1] else gamma**steps)
+        final.append(nxt[steps - 1])
+    return np.array(summed), np.array(discount), np.array(final)
+
+
+def test_n_step_target_matches_a_loop():
+    rng = np.random.default_rng(1)
+    reward = rng.normal(size=(64, 3)).astype(np.float32)
+    terminated, truncated = rng.random((64, 3)) < 0.2, rng.random((64, 3)) < 0.2
+    next_obs = rng.normal(size=(64, 3, 2)).astype(np.float32)
+    got = fast_td3.n_step_target(*map(jnp.asarray, (reward, terminated, truncated, next_obs)), 0.9)
+    expected = n_step_reference(reward, terminated, truncated, next_obs, 0.9)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    ends = terminated | truncated
+    assert ends[:, :2].any(axis=1).any() and (~ends).all(axis=1).any()  # both kinds of window
+
+
+def test_windows_stay_in_one_env_and_never_cross_the_write_position():
+    num_envs, capacity, n = 3, 8, 3
+
+    # Row t of env e holds 100 * e + t (its time): 13 rows written, so the ring wrapped.
+    def row(t):
+        marks = (100.0 * jnp.arange(num_envs) + t)[:, None]
+        flags = jnp.zeros(num_envs, bool)
+        return fast_td3.Transition(marks, marks, marks[:, 0], flags, flags, marks)
+
+    buffer = ReplayBuffer.create(row(0), capacity)
+    for t in range(13):
+        buffer = buffer.add(jax.tree.map(lambda x: x[None], row(t)))
+    windows = fast_td3.sample_windows(buffer, jax.random.key(0), 50, n).obs[..., 0]
+    times = np.asarray(windows).reshape(num_envs, 50, n)
+    for env in range(num_envs):
+        t = times[env] - 100 * env
+        np.testing.assert_array_equal(np.diff(t, axis=1), 1)  # consecutive, in one env
+        assert t.min() >= 13 - capacity and t.max() <= 12  # within the rows kept
+    assert len(np.unique(times[0, :, 0])) == capacity - n + 1  # every start that fits is drawn
+
+
+def test_clipped_double_q_trains_both_critics_on_the_lower_target():
+    support = jnp.linspace(-1.0, 1.0, 3)
+    low, high = jnp.array([0.8, 0.1, 0.1]), jnp.array([0.1, 0.1, 0.8])
+    next_probs = jnp.stack([jnp.stack([low, high]), jnp.stack([high, low])])  # [batch 2, 2, 3]
+    zero = jnp.zeros(2)
+    both = fast_td3.distributional_target(next_probs, zero, jnp.ones(2), support, True)
+    np.testing.assert_allclose(both[:, 0], both[:, 1])
+    np.testing.assert_allclose(both[:, 0], jnp.stack([low, low]), atol=1e-6)
+    own = fast_td3.distributional_target(next_probs, zero, jnp.ones(2), support, False)
+    np.testing.assert_allclose(own, next_probs, atol=1e-6)
+
+
+# --- probes
+
+
+@pytest.mark.parametrize("n_steps", [1, 3])
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
+def test_probe_time_limit_is_not_a_termination(n_steps):
+    # Reward 1 forever, cut by a 3-step limit the observation does not show; gamma 0.5. The
+    # n-step sum stops at the cut and bootstraps from the final observation.
+    config = fast_td3.Config(
+        env="ProbeContinuousTimeLimit",
+        total_timesteps=4 * 500,
+        num_envs=4,
+        batch_size=64,
+        gamma=0.5,
+        n_steps=n_steps,
+        v_min=-1.0,
+        v_max=3.0,
+        num_atoms=41,
+        actor_hidden=16,
+        critic_hidden=64,
+        learning_rate=3e-3,
+        eval_every=4 * 500,
+        num_eval_envs=4,
+    )
+    state, _ = jax.jit(fast_td3.make_train(config))(jax.random.key(0))
+    obs = fast_td3.normalize_obs(jnp.zeros((3, 1)), state.agent.obs_stats)
+    logits = jax.vmap(state.agent.critic)(obs, jnp.array([[-1.0], [0.0], [1.0]]))
+    q = jnp.sum(jax.nn.softmax(logits) * jnp.linspace(-1.0, 3.0, 41), axis=-1)
+    # Bootstrapping through the limit: Q = 1 / (1 - 0.5) = 2; cutting it: about 1.42.
+    np.testing.assert_allclose(q, 2.0, atol=0.15)
+
+
+# --- invariants
+
+# On ProbeContinuousClock (observation time / 3, a 3-step limit), so the replay test can see
+# which observation was stored after a truncation.
+TINY = fast_td3.Config(
+    env="ProbeContinuousClock",
+    total_timesteps=2 * 60,
+    num_envs=2,
+    buffer_size=64,
+    batch_size=8,
+    learning_starts=40,
+    eval_every=2 * 20,
+    num_eval_envs=2,
+    n_steps=2,
+    v_min=-5.0,
+    v_max=5.0,
+    actor_hidden=16,
+    critic_hidden=16,
+    num_atoms=11,
+)
+
+
+@pytest.fixture(scope="module")
+def vmapped():
+    train, counts = counting(fast_td3.make_train(TINY))
+    compiled = jax.jit(jax.vmap(train))
+    compiled(trainer.seed_keys(7, 3))
+    result = compiled(trainer.seed_keys(0, 3))
+    assert counts == {"step": 1, "act": 1}  # traced once, whatever the keys
+    return result
+
+
+def test_every_leaf_is_an_array_and_metrics_have_their_shape(vmapped):
+    state, metrics = vmapped
+    assert_episodes_read_and_cleared(state, metrics)
+    for leaf in jax.tree.leaves((state, metrics)):
+        assert isinstance(leaf, jax.Array), type(leaf)
+    assert {"value_loss", "actor_loss", "q_values", "episodic_return"} <= set(metrics["train"])
+    assert metrics["train"]["value_loss"].shape == (3, 3)
+    assert np.all(np.isfinite(metrics["train"]["value_loss"][:, 1:]))
+
+
+def test_updates_follow_the_schedule(vmapped):
+    state, _ = vmapped
+    # 60 vector steps of 2 envs; updates where more than 40 env steps came before (from the
+    # 22nd, as FastTD3's `global_step > learning_starts`): 39 steps of 2 critic updates, the
+    # actor after every second.
+    assert int(state.agent.critic_opt_state[0].count[0]) == 78
+    assert int(state.agent.actor_opt_state[0].count[0]) == 39
+    online = state.agent.critic.nets.layers[0].weight[0]
+    assert not np.allclose(state.agent.target_critic.nets.layers[0].weight[0], online)
+
+
+def test_replay_keeps_final_observations_and_per_episode_noise(vmapped):
+    state = vmapped[0]
+    data = jax.tree.map(lambda x: np.asarray(x[0, :60]), state.buffer.data)  # seed 0, rows written
+    obs, next_obs = (np.round(3 * x[:, :, 0]) for x in (data.obs, data.next_obs))
+    # Observations 0, 1/3, 2/3 lead to 1/3, 2/3 and the final 1.0, never to the reset 0.
+    assert set(zip(obs.ravel(), next_obs.ravel(), strict=True)) == {
+        (0.0, 1.0),
+        (1.0, 2.0),
+        (2.0, 3.0),
+    }
+    noise_std = np.asarray(state.noise_std)
+    assert np.all((TINY.std_min <= noise_std) & (noise_std <= TINY.std_max))
+    assert len(np.unique(noise_std)) > 3  # redrawn per env at episode starts
+    # The statistics counted every rollout observation and both halves of each replayed batch.
+    assert np.all(np.asarray(state.agent.obs_stats.count) > 120 + 78 * 8 * 2)
+
+
+@pytest.mark.slow  # programs compiled for this test alone
+def test_vmapped_seed_equals_single_run(vmapped):
+    single = jax.jit(fast_td3.make_train(TINY))(jax.random.key(1))
+    assert_trees_close(jax.tree.map(lambda x: x[1], vmapped), single, rtol=1e-4, atol=1e-5)
+
+
+def test_seeds_differ(vmapped):
+    state, _ = vmapped
+    weights = state.agent.actor.layers[0].weight
+    assert not np.allclose(weights[0], weights[1])
+    assert not np.allclose(state.buffer.data.action[0], state.buffer.data.action[1])
+
+
+# --- command line
+
+
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
+    args = ["--total-timesteps", "512", "--eval-every", "256", "--critic-hidden", "32"]
+    run_dir = ["--run-dir", str(tmp_path / "run")]
+    done = cli_run("fast_td3", monkeypatch, capsys, *args, "--num-seeds", "2", *run_dir)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["algo"] == "fast_td3" and summary["seeds"] == [0, 1]
+    assert summary["env_steps"] == 512 and math.isfinite(summary["eval_return_mean"])
+    assert_evaluates_and_renders(tmp_path / "run", tmp_path / "episode.gif", 2)
+
+
+def test_cli_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys):
+    args, needles = (["--env", "CartPole-v1"], ["discrete action space", "fast_td3.py"])
+    assert_refused_before_compiling("fast_td3", args, needles, tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (dict(batch_size=8), ["batch_size = 8 is smaller than num_envs = 16"]),
+        (dict(v_min=1.0, v_max=-1.0), ["v_min = 1.0 must be below v_max = -1.0"]),
+        (dict(policy_frequency=0), ["Out of range", "policy_frequency = 0"]),
+    ],
+)
+def test_bad_config_raises_config_error(overrides, needles):
+    with pytest.raises(ConfigError) as error:
+        fast_td3.make_train(dataclasses.replace(fast_td3.Config(), **overrides))
+    for needle in needles:
+        assert needle in str(error.value)
+
+
+def test_the_playground_presets_are_fasttd3s():
+    presets = fast_td3.PRESETS
+    walker = fast_td3.Config(**presets["WalkerRun"])
+    assert (walker.num_envs, walker.buffer_size, walker.batch_size) == (1024, 10_240, 32_768)
+    assert walker.total_timesteps == 150_000 * 1024 and walker.eval_every == 5_000 * 1024
+    assert (walker.gamma, walker.v_min, walker.v_max, walker.n_steps) == (0.97, -10.0, 10.0, 1)
+    assert (walker.actor_hidden, walker.critic_hidden, walker.tau) == (512, 1024, 0.1)
+    cheetah = fast_td3.Config(**presets["CheetahRun"])
+    assert (cheetah.n_steps, cheetah.v_max, cheetah.std_min, cheetah.policy_noise) == (
+        3,
+        500.0,
+        0.1,
+        0.1,
+    )
+
+
+# --- learning
+
+
+@pytest.mark.learning_extra
+def test_fast_td3_pendulum_reaches_target_return():
+    # The defaults (16 envs, 2 updates of 1,024 per vector step, 128- and 256-wide networks),
+    # 40,960 env steps, 4 seeds: TD3's Pendulum bar (tests/test_td3.py).
+    config = fast_td3.Config(env="Pendulum-v1", num_seeds=4)
+    result = trainer.run(config, fast_td3.make_train, algo="fast_td3", verbose=False)
+    assert result.summary["eval_return_mean"] >= -250, result.summary
