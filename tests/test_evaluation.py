@@ -57,3 +57,16 @@ def test_episodes_stop_after_the_last_one_ends_with_the_full_scans_numbers(polic
         assert float(want_length) < 20 and steps == evaluation.CHUNK  # not 500
     else:
         assert float(want_length) > 100 and steps <= 500
+
+
+def test_the_gif_overlay_counts_steps_from_the_reset(tmp_path, monkeypatch):
+    from canter.algorithms import evaluate
+    from PIL import Image, ImageDraw
+
+    drawn = []
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", lambda self, xy, text, **_: drawn.append(text))
+    frames = [Image.new("RGB", (16, 16), (80 * k, 0, 0)) for k in range(3)]
+    evaluate.save_gif(frames, [0.0, 1.0, 2.5], tmp_path / "episode.gif")
+    # Frame k is the state after k steps: the reset first, with nothing earned yet.
+    assert drawn == ["step 0  return 0.0", "step 1  return 1.0", "step 2  return 2.5"]
+    assert Image.open(tmp_path / "episode.gif").n_frames == 3

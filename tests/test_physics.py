@@ -300,3 +300,16 @@ def test_ppo_continuous_balances_the_playground_cartpole():
     result = trainer.run(config, ppo_continuous.make_train, algo="ppo_continuous", verbose=False)
     threshold = (RANDOM_CARTPOLE_BALANCE + 977.3) / 2
     assert min(result.summary["eval_return"]) >= threshold, result.summary
+
+
+@pytest.mark.slow  # builds a Brax model: a few seconds
+def test_brax_builds_without_its_maintenance_warning():
+    pytest.importorskip("brax", reason="the brax extra: pip install -e '.[brax]'")
+    import warnings
+
+    from canter.common.envs import physics
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        physics.make_brax_env("brax:hopper")  # not cached: the model loads here
+    assert not [w for w in caught if "actively" in str(w.message)], [str(w.message) for w in caught]

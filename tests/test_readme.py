@@ -141,6 +141,16 @@ def check_setup_line(command: str) -> None:
         )
 
 
+def test_every_maintained_algorithm_file_has_a_row_with_a_headline():
+    from canter.algorithms import HOUSE
+
+    rows = re.findall(r"^\| \[`(\w+)\.py`\]\(algorithms/\1\.py\) \|(.*)\|$", README, re.M)
+    assert sorted(name for name, _ in rows) == sorted(HOUSE), rows
+    for name, cells in rows:
+        headline = cells.split("|")[-1]
+        assert re.search(r"\d", headline) and "seed" in headline, (name, headline)
+
+
 def test_set_up_and_test_lines_are_what_ci_runs():
     """Every install, CI or test line of the README's bash blocks (checked here without running
     the commands; the slow test below runs the rest)."""
