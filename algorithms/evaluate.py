@@ -131,12 +131,14 @@ def render_gif(
 
 
 def write_gif(env: Any, env_params: Any, states: list, returns: list[float], path: Path) -> None:
-    """Classic-control frames straight from one Gymnasium renderer, written by Pillow; other
-    environments through gymnax's matplotlib visualiser. For 200 Pendulum frames the direct path
-    took 3.3 s against 54 s (a fresh Gymnasium env per frame, three figure draws per frame)."""
+    """The frames of an env that draws itself (`frames(states)`: Playground, Brax, Craftax,
+    Jumanji, XLand-MiniGrid, each with its suite's renderer); classic control straight from one
+    Gymnasium renderer; other gymnax envs through gymnax's matplotlib visualiser. All written by
+    Pillow. For 200 Pendulum frames the direct path took 3.3 s against 54 s (a fresh Gymnasium
+    env per frame, three figure draws per frame)."""
     from gymnax.visualize import Visualizer, vis_gym
 
-    if hasattr(env, "frames"):  # a simulator that draws itself (common/envs/physics.py)
+    if hasattr(env, "frames"):  # an adapter that draws itself (common/envs/)
         save_gif([Image.fromarray(frame) for frame in env.frames(states)], returns, path)
         return
     if env.name not in vis_gym.SUPPORTED_GYM_ENVS:

@@ -11,11 +11,15 @@ every `policy_frequency`-th; exploration noise whose std each env redraws from U
 std_max) at each episode start; running observation normalisation updated from the rollout and
 from every replayed batch; AdamW with weight decay 0.1; 512-256-128 actor and 1024-512-256
 critics (ReLU). Truncated episodes bootstrap from their final observation, as FastTD3's patched
-Playground gives it. Deviations (each also in the presets' comment): the n-step windows never
-cross the replay ring's write position (FastTD3 marks the newest row truncated but still sums
-the rewards past it); observation statistics start from gym's count of 1e-4 and merge batches
-by Chan et al.'s formula (FastTD3 counts from 0 and merges with the updated mean); the actions
-map from [-1, 1] to the env's bounds. The defaults are sized for Pendulum on a CPU;
+Playground gives it. Deviations: the n-step windows never cross the replay ring's write
+position (FastTD3 marks the newest row truncated but still sums the rewards past it), and the
+first update waits for n rows; observation statistics start from gym's count of 1e-4 and merge
+batches by Chan et al.'s formula (FastTD3 counts from 0 and merges with the updated mean); the
+actor updates after every policy_frequency-th critic update counted across vector steps
+(FastTD3 counts within one; the same for its num_updates of 2 and 8); a window ending on a step
+both terminated and truncated does not bootstrap (FastTD3's does); ended episodes restart from
+fresh initial states (FastTD3's Playground wrapper replays each env's first); the actions map
+from [-1, 1] to the env's bounds. The defaults are sized for Pendulum on a CPU;
 `--preset CheetahRun` (and the other DM Control tasks) sets FastTD3's Playground configuration.
 
     python algorithms/fast_td3.py --env Pendulum-v1 --num-seeds 4
@@ -70,7 +74,8 @@ class Config:
     buffer_size: PositiveInt = 2_560
     """Replay capacity in vector steps, one ring per env (FastTD3 on Playground: 10,240)."""
     batch_size: PositiveInt = 1_024
-    """Transitions per update, batch_size // num_envs from each env (FastTD3: 32,768)."""
+    """Transitions per update, batch_size // num_envs (at least 1) from each env (FastTD3:
+    32,768)."""
     learning_starts: NonNegativeInt = 160
     """Updates start at the first vector step with more env steps before it (FastTD3: 10
     vector steps, so from the 12th); no random-action phase."""
@@ -319,6 +324,12 @@ def noise_stds(key: PRNGKeyArray, config: Config) -> Float[Array, " num_envs"]:
 # --- training
 
 
+def to_bounds(action: Float[Array, "n action_dim"], bounds: tuple) -> Array:
+    """Actions in [-1, 1] mapped linearly onto the env's [low, high]."""
+    low, high = bounds
+    return low + (action + 1.0) * (high - low) / 2.0
+
+
 def rollout_step(
     state: TrainState, *, config: Config, env: Any, env_params: Any, bounds: tuple
 ) -> TrainState:
@@ -326,11 +337,10 @@ def rollout_step(
     mapped to the env's `bounds`) into the replay rings; each env that starts a new episode
     draws its noise std afresh (FastTD3)."""
     key, noise_key, env_key, std_key = jax.random.split(state.key, 4)
-    low, high = bounds
     stats, obs = observe(state.agent.obs_stats, state.obs)
     mean = jnp.tanh(jax.vmap(state.agent.actor)(obs))
     action = mean + state.noise_std[:, None] * jax.random.normal(noise_key, mean.shape)
-    env_action = low + (jnp.clip(action, -1.0, 1.0) + 1.0) * (high - low) / 2.0
+    env_action = to_bounds(jnp.clip(action, -1.0, 1.0), bounds)
     keys = jax.random.split(env_key, config.num_envs)
     next_obs, env_state, reward, terminated, truncated, info = vector_step(env)(
         keys, state.env_state, env_action, env_params
@@ -347,12 +357,12 @@ def rollout_step(
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
     check_budget(config, config.env_steps_per_iteration)
-    if config.batch_size < config.num_envs:
+    if config.n_steps > config.buffer_size or config.num_atoms < 2:
         raise ConfigError(
-            f"batch_size = {config.batch_size} is smaller than num_envs = {config.num_envs}: "
-            "every update draws batch_size // num_envs transitions from each env."
+            f"n_steps = {config.n_steps} must fit in buffer_size = {config.buffer_size} rows, "
+            f"and num_atoms = {config.num_atoms} be at least 2."
         )
-    if isinstance(config.v_min, float) and not config.v_min < config.v_max:
+    if isinstance(config.v_min, float) and not config.v_min < config.v_max:  # not swept
         raise ConfigError(f"v_min = {config.v_min} must be below v_max = {config.v_max}.")
     env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="fast_td3.py")
     obs_dim = int(env.observation_space(env_params).shape[0])
@@ -360,7 +370,7 @@ def make_train(config: Config) -> trainer.Train:
     action_dim = int(space.shape[0])
     low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), (action_dim,))
     high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), (action_dim,))
-    per_env = config.batch_size // config.num_envs
+    per_env = max(1, config.batch_size // config.num_envs)  # FastTD3's share per env
     support = jnp.linspace(config.v_min, config.v_max, config.num_atoms)
     optimizer = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
     tau = config.tau
@@ -380,7 +390,9 @@ def make_train(config: Config) -> trainer.Train:
         buffer = ReplayBuffer.create(example, config.buffer_size)
         return TrainState(agent, buffer, env_state, obs, noise_stds(std_key, config), key)
 
-    def update_critic(agent: Agent, batch: Transition, key: PRNGKeyArray) -> tuple[Agent, dict]:
+    def update_critic(agent: Agent, batch: Transition, key: PRNGKeyArray) -> tuple:
+        """A critic step on `batch`; the new agent, its metrics and the batch's observations as
+        normalised for it (FastTD3's actor step reuses them)."""
         summed, discount, next_obs = n_step_target(
             batch.reward, batch.terminated, batch.truncated, batch.next_obs, config.gamma
         )
@@ -399,7 +411,7 @@ def make_train(config: Config) -> trainer.Train:
         # The target critics follow after every critic update (FastTD3: tau 0.1).
         target = jax.tree.map(lambda o, t: tau * o + (1 - tau) * t, critic, agent.target_critic)
         agent = Agent(agent.actor, critic, target, agent.actor_opt_state, critic_opt_state, stats)
-        return agent, {"value_loss": loss, "q_values": q_mean}
+        return agent, {"value_loss": loss, "q_values": q_mean}, obs
 
     def actor_loss(actor: MLP, critic: TwinCritic, obs: Array) -> Array:
         action = jnp.tanh(jax.vmap(actor)(obs))
@@ -407,7 +419,6 @@ def make_train(config: Config) -> trainer.Train:
         return -jnp.mean(q.min(axis=-1) if config.use_cdq else q.mean(axis=-1))
 
     def update_actor(agent: Agent, obs: Array) -> tuple[Agent, Array]:
-        obs = normalize_obs(obs, agent.obs_stats)
         loss, grads = jax.value_and_grad(actor_loss)(agent.actor, agent.critic, obs)
         updates, actor_opt_state = optimizer.update(grads, agent.actor_opt_state, agent.actor)
         actor = optax.apply_updates(agent.actor, updates)
@@ -419,9 +430,9 @@ def make_train(config: Config) -> trainer.Train:
         same for its num_updates of 2 and 8)."""
         sample_key, noise_key = jax.random.split(key)
         batch = sample_windows(buffer, sample_key, per_env, config.n_steps)
-        agent, stats = update_critic(agent, batch, noise_key)
+        agent, stats, obs = update_critic(agent, batch, noise_key)
         due = count % config.policy_frequency == 0
-        agent, pi_loss = trainer.when(due, update_actor, agent, batch.obs[:, 0])
+        agent, pi_loss = trainer.when(due, update_actor, agent, obs)
         return agent, {**stats, "actor_loss": pi_loss}
 
     def learn(agent: Agent, buffer: ReplayBuffer, keys: Array, counts: Array) -> tuple:
@@ -433,6 +444,7 @@ def make_train(config: Config) -> trainer.Train:
         key, update_key = jax.random.split(state.key)
         counts = iteration * config.num_updates + jnp.arange(1, config.num_updates + 1)
         warm = iteration * config.num_envs > config.learning_starts  # FastTD3's `>`
+        warm = jnp.logical_and(warm, state.buffer.size >= config.n_steps)  # whole windows
         keys = jax.random.split(update_key, config.num_updates)
         agent, stats = trainer.when(warm, learn, state.agent, state.buffer, keys, counts)
         episodes, env_state = ended_episodes(state.env_state)
@@ -442,7 +454,7 @@ def make_train(config: Config) -> trainer.Train:
 
     def act(state: TrainState, obs: Float[Array, "n obs_dim"]) -> Float[Array, "n action_dim"]:
         action = jnp.tanh(jax.vmap(state.agent.actor)(normalize_obs(obs, state.agent.obs_stats)))
-        return low + (action + 1.0) * (high - low) / 2.0
+        return to_bounds(action, (low, high))
 
     return trainer.Train.from_config(
         config,
@@ -459,7 +471,7 @@ def make_train(config: Config) -> trainer.Train:
 
 
 # FastTD3's MuJoCo Playground configuration (hyperparams.py at 229ed59, MuJoCoPlaygroundArgs over
-# BaseArgs): 1,024 envs, 10,240 replay rows per env, batches of 32,768, updates from the 11th
+# BaseArgs): 1,024 envs, 10,240 replay rows per env, batches of 32,768, updates from the 12th
 # vector step, 2 critic updates and 1 actor update per vector step, gamma 0.97, tau 0.1, AdamW lr
 # 3e-4 with weight decay 0.1 (its cosine schedule ends at the same lr), 101 atoms on [-10, 10],
 # noise std from U(0.001, 0.4), target smoothing 0.001 clipped at 0.5, 512-256-128 actor,

@@ -93,6 +93,8 @@ def ppo_in_process(monkeypatch, capsys, *args) -> tuple[int, str, str]:
         (["--total-timesteps", "100"], ["smaller than one iteration", "512"]),
         (["--gamma", "2"], ["Out of range", "gamma = 2.0 (allowed: [0, 1])"]),
         (["--env", "CartPol-v1"], ["Unknown environment 'CartPol-v1' (did you mean CartPole-v1?)"]),
+        # An unknown task of a continuous suite: its name is the problem, not its action kind.
+        (["--env", "brax:hoper"], ["Unknown Brax environment 'hoper'"]),
         # Known continuous before Playground builds its model (about 20 s).
         (["--env", "playground:CheetahRun"], ["continuous action space", "ppo_continuous.py"]),
         (
@@ -223,7 +225,7 @@ def test_help_lists_presets_grouped_in_short_lines_with_tyros_bool_flags(monkeyp
     listing = out[out.index("Presets (") : out.index("\n\n", out.index("Presets ("))]
     assert all(len(line) <= 100 for line in listing.splitlines()), listing
     for name in ppo_continuous.PRESETS:  # every preset is named
-        assert re.search(rf"[ |]{re.escape(name)}[ :]", listing), name
+        assert re.search(rf"[ |]{re.escape(name)}(?=[ :\n])", listing), name
     assert "--env playground:<preset>" in listing and "--no-anneal-lr" in listing
     assert "False" not in listing and "True" not in listing
     assert len(listing.splitlines()) < 30  # 30 DM Control and Brax presets in one listing each
@@ -246,10 +248,11 @@ def test_a_gpu_sized_playground_program_is_refused_on_a_cpu_before_its_model_bui
         "ppo_continuous", monkeypatch, capsys, "--preset", "CheetahRun", *run_dir
     )
     assert code == 2 and "2,048 envs in one program" in err, err
-    assert "On a CPU use --num-envs 1024 or fewer" in err
+    assert "On a CPU use --num-envs and --num-eval-envs 1024 or fewer" in err
     seeds = ["--preset", "CheetahRun", "--num-envs", "512", "--num-seeds", "4", *run_dir]
     code, _, err = cli_in_process("ppo_continuous", monkeypatch, capsys, *seeds)
-    assert code == 2 and "num_envs 512 x 4 seeds" in err and "--num-envs 256 or fewer" in err
+    assert code == 2 and "num_envs 512 or num_eval_envs 128, x 4 seeds" in err, err
+    assert "--num-envs and --num-eval-envs 256 or fewer" in err
     assert not (tmp_path / "r").exists()
 
 
@@ -294,7 +297,9 @@ def test_seeds_whose_train_state_exceeds_the_memory_are_refused_before_compiling
     assert code == 0, err  # as many as it said fit pass the check
 
 
-def test_ctrl_c_before_training_is_one_line_and_leaves_no_directory(monkeypatch, capsys, tmp_path):
+def test_ctrl_c_outside_the_intervals_is_one_line_and_leaves_no_directory(
+    monkeypatch, capsys, tmp_path
+):
     from canter.common.envs import registry
 
     def interrupted(name):  # Ctrl-C while the env builds (Playground's take about 20 s)
@@ -303,7 +308,6 @@ def test_ctrl_c_before_training_is_one_line_and_leaves_no_directory(monkeypatch,
     monkeypatch.setattr(registry, "_build", interrupted)
     monkeypatch.chdir(tmp_path)  # the default run directory would be made here
     code, out, err = ppo_in_process(monkeypatch, capsys, "--env", "Acrobot-v1")
-    assert (
-        code == 130 and err == "stopped (SIGINT) before training: nothing trained, nothing saved\n"
-    )
+    assert code == 130 and err.startswith("stopped (SIGINT) outside training's intervals"), err
+    assert err.count("\n") == 1
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -86,7 +86,7 @@ TRAINED_ELSEWHERE = {
 }
 # Commands sized for a GPU, which the README says are: on a CPU each is refused before
 # compiling (its dry run too), with the message naming what a CPU run needs instead.
-GPU_ONLY = {"ppo_continuous.py --preset CheetahRun": "On a CPU use --num-envs 1024 or fewer"}
+GPU_ONLY = {"ppo_continuous.py --preset CheetahRun": "On a CPU use --num-envs and --num-eval-envs"}
 # What a command's env needs beyond the base install: (a word in the command, its module).
 EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
 EXTRAS += [("Craftax-", "craftax"), ("jumanji:", "jumanji"), ("xminigrid:", "xminigrid")]

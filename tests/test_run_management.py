@@ -399,6 +399,12 @@ def test_train_longer_refusal_names_each_cause_that_holds_and_its_fix():
     both = why_not_longer(train(976, 50), SimpleNamespace(anneal_lr=True, exploration_fraction=0.2))
     assert both.count("; and ") == 2 and "exploration_fraction = 0.2" in both
     assert "no value of it avoids that" in both
+    # A whole-interval run without schedules, continued to a ragged budget: that is the cause.
+    ragged_new = why_not_longer(train(1000, 50), plain, train(1010, 50))
+    assert ragged_new == (
+        "the new --total-timesteps leaves a ragged last interval: continue to a multiple of "
+        "25600 env steps, such as 512000 or 537600"
+    )
 
 
 def abandoned_run(path: Path) -> Path:

@@ -306,6 +306,11 @@ def make_env(
     training only; evaluation runs on `evaluation_env(env)`); other envs ignore both.
     """
     known = next((k for prefix, k in SUITE_KINDS.items() if name.startswith(prefix)), None)
+    if name.removeprefix(PLAYGROUND_PREFIX).removeprefix(BRAX_PREFIX) not in (
+        *PLAYGROUND_TASKS,
+        *BRAX_ENVS,
+    ):
+        known = None  # an unknown task: the build's refusal names it first
     if action is not None and known is not None and known != action:
         _refuse_kind(name, known, action, algorithm)
     env, params = _build(name)

@@ -4,8 +4,8 @@ Exit codes: 0 the run finished (or a callback stopped it); 2 bad input (a Config
 Config, `make_train` or the runner: a one-line message, before anything compiles); 3 the run
 finished but a seed diverged (or `--stop-on-divergence` stopped it); 75 (EX_TEMPFAIL) stopped
 by SIGTERM or SIGINT after checkpointing: `--resume` continues it; 143 or 130 a second signal
-ended it at once (the previous checkpoint stands); 130 too for Ctrl-C before training began
-(building the env, checking the config), in one line.
+ended it at once (the previous checkpoint stands); 130 too for Ctrl-C outside the intervals
+(building the env, checking the config, the final summary), in one line.
 """
 
 import dataclasses
@@ -154,9 +154,13 @@ def main(
         _remove_if_empty(made)
         print(f"error: {explain(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
-    except KeyboardInterrupt:  # Ctrl-C before training (building the env, checking the config)
+    except KeyboardInterrupt:  # Ctrl-C outside the intervals (building the env, checks, the end)
         _remove_if_empty(made)
-        print("stopped (SIGINT) before training: nothing trained, nothing saved", file=sys.stderr)
+        print(
+            "stopped (SIGINT) outside training's intervals: what was saved stands (--resume "
+            "continues from the last checkpoint, if there is one)",
+            file=sys.stderr,
+        )
         raise SystemExit(EXIT_INTERRUPTED) from None
     except Interrupted as stop:  # the compilation goes on on a helper thread: do not wait for it
         _remove_if_empty(made)
@@ -197,7 +201,7 @@ def _describe(make_train: Callable, presets: dict[str, dict[str, Any]]) -> str:
     for prefix, members in families.items():
         first, *others = members.values()
         shared = {k: v for k, v in first.items() if all(k in o and o[k] == v for o in others)}
-        if prefix is None or not others:
+        if prefix is None or not others or not shared:
             members = {n: presets[n] for n in members} if prefix is not None else members
             shared = {}
         else:
@@ -219,6 +223,8 @@ def flag(name: str, value: Any) -> str:
     name = name.replace("_", "-")
     if isinstance(value, bool):
         return f"--{name}" if value else f"--no-{name}"
+    if isinstance(value, tuple | list):
+        return f"--{name} {' '.join(map(str, value))}"
     return f"--{name} {value}"
 
 
@@ -295,6 +301,11 @@ def _aliases(argv: list[str], config_cls: type) -> list[str]:
 
 def _whole(value: str) -> str:
     """`value` as an int's digits where it is a float literal of a whole number, else as is."""
+    try:
+        int(value)
+        return value  # an int already (exact, however large)
+    except ValueError:
+        pass
     try:
         number = float(value)
     except ValueError:

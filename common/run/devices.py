@@ -40,15 +40,19 @@ def use_cpu_cores() -> None:
 
 
 def memory_bytes() -> tuple[int, str]:
-    """(bytes of memory the local devices have in all, what they are): each accelerator's
-    allocator limit, or on a CPU the machine's physical memory."""
+    """(bytes of memory the run's devices have in all, what they are): each accelerator's
+    allocator limit (the local devices', times the processes of a multi-host run), or on a CPU
+    the machine's physical memory."""
     devices = jax.local_devices()
     if devices[0].platform == "cpu":
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return total, "this machine's memory (CPU)"
-    stats = [d.memory_stats() or {} for d in devices]
-    total = sum(s.get("bytes_limit", 0) for s in stats)
-    return total, f"{len(devices)} {devices[0].device_kind} device(s)"
+    try:
+        stats = [d.memory_stats() or {} for d in devices]
+    except Exception:  # a backend without memory statistics: unknown (0), nothing refused
+        return 0, "unknown"
+    total = sum(s.get("bytes_limit", 0) for s in stats) * jax.process_count()  # every host's
+    return total, f"{len(devices) * jax.process_count()} {devices[0].device_kind} device(s)"
 
 
 def batch_shardings(

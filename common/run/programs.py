@@ -174,7 +174,7 @@ def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) 
         traced(make_train, batch)  # a process's first trace can hold constants later ones share
         if _same(traced(make_train, make_batch(before, batch.sweep)), traced(make_train, batch)):
             return None
-        why = why_not_longer(make_train(before), before)
+        why = why_not_longer(make_train(before), before, make_train(batch.config))
         return f"{why}, so the continued run would not equal a run started with the new budget"
 
     return out.check_resume(record, longer)
@@ -185,11 +185,19 @@ def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) 
 SCHEDULES = {"anneal_lr": False, "exploration_fraction": None}
 
 
-def why_not_longer(train: Any, config: Any) -> str:
-    """Why a run of `config` (built into `train`) cannot be continued to a larger budget: each
-    cause that holds for it (one interval for the whole run, a ragged last interval, a schedule
-    over the budget), with the flags that avoid it in a run meant to be extended."""
+def why_not_longer(train: Any, config: Any, longer: Any = None) -> str:
+    """Why a run of `config` (built into `train`) cannot be continued to a larger budget (the
+    run `longer` would train): each cause that holds (one interval for the whole run, a ragged
+    last interval, a schedule over the budget, a new budget of a ragged last interval), with
+    the flags that avoid it in a run meant to be extended."""
     causes = []
+    if longer is not None and longer.num_iterations % longer.interval_iterations:
+        step = longer.eval_every
+        below = (longer.num_intervals - 1) * step
+        causes.append(
+            f"the new --total-timesteps leaves a ragged last interval: continue to a multiple "
+            f"of {step} env steps, such as {below} or {below + step}"
+        )
     if train.interval_iterations >= train.num_iterations:
         causes.append(
             "its eval_every covered the whole run (one interval): start it with an --eval-every "

@@ -145,7 +145,7 @@ def report(say: Say, summary: dict[str, Any]) -> None:
 
 def _spread(values: dict, which: str, width: int = 0, std_width: int = 0) -> str:
     """`mean +- std` of `<which>_return_*`; "-" where it is NaN: no training episode ended in
-    the last interval (nothing to average, which is not a divergence)."""
+    the last interval, or every seed diverged (the report's DIVERGED lines say which)."""
     mean, std = values[f"{which}_return_mean"], values[f"{which}_return_std"]
     if not np.isfinite(mean):
         return f"{'-':>{width}}" + " " * (std_width + 4 if width else 0)

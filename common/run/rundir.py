@@ -122,6 +122,7 @@ class RunDir:
 
     def __init__(self, path: Path):
         self._lock: int | None = None  # run.lock's descriptor while this process holds it
+        self.unlocked = False  # True where the filesystem has no flock
         self.path = Path(path)
         self.config_file = self.path / "config.json"
         self.checkpoint = self.path / "checkpoint.eqx"
@@ -135,7 +136,8 @@ class RunDir:
         return self.path / "tensorboard" / label
 
     def holds_run(self) -> bool:
-        """Whether a run lives here: one with a checkpoint, or one still running."""
+        """Whether a config.json here is not an abandoned run's (`abandoned`): a run with a
+        checkpoint, one still running, or a config.json canter did not write."""
         return self.config_file.exists() and not self.abandoned()
 
     def abandoned(self) -> bool:
@@ -151,7 +153,7 @@ class RunDir:
             return False  # not canter's config.json: never touched
         if self._lock is not None:  # this process holds the lock: no other runs it
             return True
-        free = self._try_lock()
+        free = self._try_lock() and not self.unlocked
         if free:
             self.unlock()
         return free
@@ -166,12 +168,19 @@ class RunDir:
             )
 
     def _try_lock(self) -> bool:
+        """Take run.lock's lock; False if another process holds it. A filesystem without
+        flock (NFS with nolock, some FUSE mounts) runs unlocked, as canter did before: then
+        nothing is taken for abandoned (`unlocked`)."""
         fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             os.close(fd)
             return False
+        except OSError:  # no flock here
+            os.close(fd)
+            self.unlocked = True
+            return True
         self._lock = fd
         return True
 
@@ -240,8 +249,9 @@ class RunDir:
             )
         if self.config_file.exists() and not self.checkpoint.exists():
             raise ConfigError(
-                f"{self.path} holds no checkpoint yet and another process is running it (it "
-                f"holds {self.path / LOCK}): resume it once that process has stopped."
+                f"{self.path} holds no checkpoint: another process is running it (it holds "
+                f"{self.path / LOCK}; resume it once that process has stopped), or its "
+                "config.json is not one canter wrote."
             )
         header, _ = checkpoint.read_header(self.checkpoint)
         saved = header.get("config") or {}

@@ -10,6 +10,7 @@ checkpoints hold the batch without its device padding.
 
 import dataclasses
 import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -226,19 +227,25 @@ MJX_CPU_ENVS = 1024
 def _check_mjx_on_cpu(config: Any, batch: Batch) -> None:
     """Refuse a Playground (MJX) program wider than `MJX_CPU_ENVS` envs on a CPU: such a run
     (`ppo_continuous.py --preset CheetahRun`, 2,048 envs: a GPU's preset) can hang."""
+    import jaxlib
     from canter.common.envs.registry import PLAYGROUND_PREFIX
 
-    if not config.env.startswith(PLAYGROUND_PREFIX) or jax.default_backend() != "cpu":
+    release = tuple(int(x) for x in re.findall(r"\d+", jaxlib.__version__)[:3])
+    fixed = release >= (0, 11, 2)  # jax 0.11.2 builds the deadlocking path out
+    if not config.env.startswith(PLAYGROUND_PREFIX) or jax.default_backend() != "cpu" or fixed:
         return
-    envs = getattr(config, "num_envs", 1) * batch.size
+    widest = max(config.num_envs, config.num_eval_envs)  # evaluation steps its envs at once
+    envs = widest * batch.size  # the whole program: every CPU device shares XLA's threads
     if envs > MJX_CPU_ENVS:
-        most = max(1, MJX_CPU_ENVS // batch.size)
+        most = MJX_CPU_ENVS // batch.size
+        fewer = f"--num-envs and --num-eval-envs {most} or fewer" if most else "fewer seeds"
         raise ConfigError(
-            f"{config.env} with {envs:,} envs in one program (num_envs {config.num_envs} x "
-            f"{batch.size} seeds and sweep points) on a CPU: MJX above {MJX_CPU_ENVS:,} can hang "
-            f"here (docs/environments.md); this is a GPU's size. On a CPU use --num-envs {most} "
-            "or fewer, and a --total-timesteps a CPU trains in (benchmarks/cpu_physics.sh has "
-            "the CPU rows' settings)."
+            f"{config.env} with {envs:,} envs in one program (num_envs {config.num_envs} or "
+            f"num_eval_envs {config.num_eval_envs}, x {batch.size} seeds and sweep points) on a "
+            f"CPU: MJX above {MJX_CPU_ENVS:,} can hang with jaxlib {jaxlib.__version__} "
+            f"(docs/environments.md); this is a GPU's size. On a CPU use {fewer}, and a "
+            "--total-timesteps a CPU trains in (benchmarks/cpu_physics.sh has the CPU rows' "
+            "settings)."
         )
 
 
