@@ -242,6 +242,26 @@ def test_seeds_differ(vmapped):
     assert not np.allclose(state.buffer.data.action[0], state.buffer.data.action[1])
 
 
+@pytest.mark.slow  # three runs of the tiny config compile and train
+def test_a_resumed_run_equals_the_whole_run_bit_for_bit(tmp_path):
+    import equinox as eqx
+
+    def run(**kwargs):
+        return trainer.run(TINY, fast_td3.make_train, algo="fast_td3", verbose=False, **kwargs)
+
+    whole = run()
+    first = run(run_dir=tmp_path, checkpoint_every=1, stop_after=1)
+    assert first.summary["intervals"] == 1
+    resumed = run(run_dir=tmp_path, resume=True)
+    assert resumed.summary["complete"]
+    for group in ("train", "eval"):
+        for name, value in whole.metrics[group].items():
+            np.testing.assert_array_equal(resumed.metrics[group][name], value, err_msg=name)
+    leaves = [jax.tree.leaves(eqx.filter(r.state, eqx.is_inexact_array)) for r in (resumed, whole)]
+    for a, b in zip(*leaves, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 # --- command line
 
 
