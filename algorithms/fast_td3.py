@@ -473,17 +473,19 @@ def make_train(config: Config) -> trainer.Train:
 # FastTD3's MuJoCo Playground configuration (hyperparams.py at 229ed59, MuJoCoPlaygroundArgs over
 # BaseArgs): 1,024 envs, 10,240 replay rows per env, batches of 32,768, updates from the 12th
 # vector step, 2 critic updates and 1 actor update per vector step, gamma 0.97, tau 0.1, AdamW lr
-# 3e-4 with weight decay 0.1 (its cosine schedule ends at the same lr), 101 atoms on [-10, 10],
-# noise std from U(0.001, 0.4), target smoothing 0.001 clipped at 0.5, 512-256-128 actor,
-# 1024-512-256 critics, clipped double Q, normalised observations; 150,000 vector steps
-# (153,600,000 env steps), evaluated every 5,000 (5,120,000 env steps) on 1,024 envs. Only
-# CheetahRun has its own class (3-step returns, atoms on [-500, 500], std from 0.1, smoothing
-# 0.1); the other DM Control tasks (WalkerRun, HopperHop, HumanoidWalk, ...) take the defaults,
-# as FastTD3 runs them. Deviations: FastTD3 runs before its fix d2fc7e9 (2025-09-17, issue #27,
-# which covers the paper's) drew the noise std from U(0.05, 0.8) whatever the config said;
-# canter's evaluation plays fresh initial states each time (FastTD3's the same 1,024 every time,
-# to the episode length), and FastTD3's bf16 autocast is not followed (float32 throughout).
-# FastTD3 has no Brax configuration.
+# 3e-4 with weight decay 0.1 (its cosine schedule ends at the same lr), noise std from U(0.001,
+# 0.4), target smoothing 0.001 clipped at 0.5, 512-256-128 actor, 1024-512-256 critics, clipped
+# double Q, normalised observations, 101 atoms on [-10, 10]; 150,000 vector steps (153,600,000
+# env steps), evaluated every 5,000 (5,120,000 env steps) on 1,024 envs. Every DM Control task
+# then takes CheetahRunArgs (3-step returns, atoms on [-500, 500], std from 0.1, smoothing 0.1),
+# which FastTD3 calls its "example config for DeepMind Control Suite" that "will work for most
+# DMC tasks": its code gives the class to CheetahRun alone, by name, and runs the other tasks
+# with the values above (`--n-steps 1 --v-min -10 --v-max 10 --std-min 0.001 --policy-noise
+# 0.001`; on CartpoleSwingup at CPU sizes they trailed it, docs/results.md). Deviations: FastTD3
+# runs before its fix d2fc7e9 (2025-09-17, issue #27, which covers the paper's) drew the noise
+# std from U(0.05, 0.8) whatever the config said; canter's evaluation plays fresh initial states
+# each time (FastTD3's the same 1,024 every time, to the episode length), and FastTD3's bf16
+# autocast is not followed (float32 throughout). FastTD3 has no Brax configuration.
 PLAYGROUND = dict(
     total_timesteps=153_600_000,
     eval_every=5_120_000,
@@ -493,14 +495,13 @@ PLAYGROUND = dict(
     batch_size=32_768,
     learning_starts=10_240,
     gamma=0.97,
-    v_min=-10.0,
-    v_max=10.0,
     actor_hidden=512,
     critic_hidden=1_024,
 )
-PRESETS = {task: dict(PLAYGROUND, env=f"playground:{task}") for task in PLAYGROUND_TASKS}
-CHEETAH = dict(n_steps=3, v_min=-500.0, v_max=500.0, std_min=0.1, policy_noise=0.1)
-PRESETS["CheetahRun"] = dict(PRESETS["CheetahRun"], **CHEETAH)
+DM_CONTROL = dict(n_steps=3, v_min=-500.0, v_max=500.0, std_min=0.1, policy_noise=0.1)
+PRESETS = {
+    task: dict(PLAYGROUND, **DM_CONTROL, env=f"playground:{task}") for task in PLAYGROUND_TASKS
+}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

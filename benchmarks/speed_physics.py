@@ -105,7 +105,7 @@ def measure_preset(spec: str, iterations: int, seconds: float = 10.0) -> dict:
     tic = time.perf_counter()
     state, _ = jax.block_until_ready(step(state, 0))  # compiles
     compile_s = time.perf_counter() - tic
-    first = max(1, -(-getattr(config, "learning_starts", 0) // per_iteration))
+    first = getattr(config, "learning_starts", 0) // per_iteration + 1  # every one updates
     for i in range(1, first):
         state, _ = step(state, i)
     done, tic = 0, time.perf_counter()
@@ -118,9 +118,18 @@ def measure_preset(spec: str, iterations: int, seconds: float = 10.0) -> dict:
         "num_envs": config.num_envs,
         "overrides": overrides,
         "steps_per_s": done * per_iteration / seconds,
+        "updates_per_s": done * updates_per_iteration(config) / seconds,
         "compile_s": compile_s,
         "iterations": done,
     }
+
+
+def updates_per_iteration(config) -> int:
+    """Gradient steps of an iteration: minibatches of every epoch (PPO), critic updates per
+    step of the envs (sac, td3: `updates_per_iteration`; fast_td3: `num_updates`)."""
+    if hasattr(config, "update_epochs"):
+        return config.update_epochs * config.num_minibatches
+    return getattr(config, "updates_per_iteration", getattr(config, "num_updates", 1))
 
 
 def median(result: dict) -> float:
@@ -153,19 +162,22 @@ def render(record: dict) -> str:
     if record.get("presets"):
         lines += [
             "",
-            "| preset | env | envs | training env steps/s | random-policy ceiling | share | "
-            "compile (s) |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| preset | env | envs | training env steps/s | updates/s | random-policy ceiling "
+            "| share | compile (s) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for spec, p in record["presets"].items():
             ceiling = results.get(f"{p['env']} | canter", {}).get(str(p["num_envs"]))
             cell = f"{median(ceiling):,.0f}" if ceiling else "not measured"
-            share = f"{p['steps_per_s'] / median(ceiling):.2f}" if ceiling else ""
+            ratio = p["steps_per_s"] / median(ceiling) if ceiling else None
+            share = "" if ratio is None else f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.4f}"
             algo, preset = spec.split(":")[:2]
+            updates = f"{p['updates_per_s']:,.1f}" if "updates_per_s" in p else "not measured"
             flags = "".join(f" {cli.flag(k, v)}" for k, v in p["overrides"].items())
             lines.append(
                 f"| `{algo} --preset {preset}{flags}` | {p['env']} | {p['num_envs']} "
-                f"| {p['steps_per_s']:,.0f} | {cell} | {share} | {p['compile_s']:.0f} |"
+                f"| {p['steps_per_s']:,.0f} | {updates} | {cell} | {share} "
+                f"| {p['compile_s']:.0f} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -218,7 +218,7 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco", "craftax"]
+    "script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco", "craftax", "replay"]
 )
 def test_speed_scripts_show_help_without_the_peers(repo_root, script):
     """Each comparison loads and explains itself without rejax, sbx or MuJoCo installed (the

@@ -259,6 +259,8 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     assert f"| {CARTPOLE} | canter |" in table and f"| {CARTPOLE} | no-reset |" in table
     preset = record["presets"][f"ppo_continuous:CartpoleBalance:{small}"]
     assert preset["num_envs"] == 8 and preset["iterations"] >= 1 and preset["steps_per_s"] > 0
+    # An iteration: 8 envs x 4 steps, one epoch of 2 minibatches.
+    assert preset["updates_per_s"] == pytest.approx(preset["steps_per_s"] / 32 * 2)
     table_row = "ppo_continuous --preset CartpoleBalance"
     row = next(line for line in table.splitlines() if table_row in line)
     assert (

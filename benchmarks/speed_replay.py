@@ -1,0 +1,174 @@
+"""fast_td3's replay buffer at FastTD3's scale: its memory per env step, what sampling a batch
+costs beside the whole update, and whether the compiled step updates it in place.
+
+For each fast_td3 preset of `--presets PRESET[:FIELD=VALUE,...]` (default CheetahRun: 1,024
+envs x 10,240 rows per env, batches of 32,768 3-step windows, and the same with a quarter of the
+rows), with those fields and `--set FIELD=VALUE`'s changed:
+
+- bytes: the buffer's bytes per stored env step and in all, from the shapes alone
+  (`jax.eval_shape`, nothing allocated), and the train state's in all;
+- aliasing: the vector step as the runner compiles it (the state donated), XLA's memory
+  analysis of it: the bytes of the state its outputs reuse in place against the buffer's, and
+  the temporaries it allocates (a copied buffer would show as temporaries at least its size,
+  growing with it);
+- time: after `--warm` vector steps that fill the rings, the median over `--repeats` of one
+  vector step (a rollout step and `num_updates` updates, the actor's every `policy_frequency`-th)
+  and of sampling one batch of windows alone (`sample_windows`, the same shapes); the buffer's
+  cost per update is the second over the first's time per update.
+
+    python benchmarks/speed_replay.py --warm 12                    # docs/speed.md's rows
+    python benchmarks/speed_replay.py --set num_envs=64 buffer_size=256 batch_size=2048 \\
+        actor_hidden=64 critic_hidden=64 --repeats 2 --out /tmp/replay
+
+Writes <out>/speed_replay.md and .json (default out: benchmarks/results).
+"""
+
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks` from any directory
+
+from benchmarks import harness, returns  # noqa: E402
+
+
+def nbytes(tree) -> int:
+    import jax
+
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+
+
+def timed(fn, *args, repeats: int) -> list[float]:
+    import jax
+
+    times = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - tic)
+    return times
+
+
+def measure(spec: str, overrides: list[str], warm: int, repeats: int) -> dict:
+    import jax
+    from canter.algorithms import fast_td3
+
+    preset, *rest = spec.split(":", 1)
+    overrides = overrides + (rest[0].split(",") if rest else [])
+    fields = returns.parse_overrides(fast_td3.Config, overrides)
+    config = dataclasses.replace(fast_td3.Config(), **{**fast_td3.PRESETS[preset], **fields})
+    train = fast_td3.make_train(config)
+    key = jax.random.key(0)
+    shapes = jax.eval_shape(train.init, key)
+    buffer_bytes = nbytes(shapes.buffer.data)
+    stored = config.num_envs * config.buffer_size
+    step = jax.jit(train.step, donate_argnums=0)  # as the runner's interval: donated
+    compiled = step.lower(shapes, 0).compile()
+    analysis = compiled.memory_analysis()
+    state = jax.block_until_ready(jax.jit(train.init)(key))
+    tic = time.perf_counter()
+    state, _ = jax.block_until_ready(compiled(state, 0))
+    first_s = time.perf_counter() - tic
+    # Warm-up steps fill the rings (and pass learning_starts) before anything is timed.
+    for i in range(1, warm):
+        state, _ = compiled(state, i)
+    jax.block_until_ready(state)
+    steps = []
+    for i in range(repeats):
+        tic = time.perf_counter()
+        state, _ = jax.block_until_ready(compiled(state, warm + i))
+        steps.append(time.perf_counter() - tic)
+    per_env = max(1, config.batch_size // config.num_envs)
+    sample = jax.jit(fast_td3.sample_windows, static_argnums=(2, 3))
+    sample(state.buffer, key, per_env, config.n_steps)  # compiles
+    keys = jax.random.split(key, repeats)
+    samples = [timed(sample, state.buffer, k, per_env, config.n_steps, repeats=1)[0] for k in keys]
+    update_s = statistics.median(steps) / config.num_updates
+    return {
+        "preset": preset,
+        "overrides": fields,
+        "num_envs": config.num_envs,
+        "buffer_size": config.buffer_size,
+        "batch_size": per_env * config.num_envs,
+        "n_steps": config.n_steps,
+        "buffer_bytes": buffer_bytes,
+        "bytes_per_env_step": buffer_bytes / stored,
+        "state_bytes": nbytes(shapes),
+        "argument_bytes": analysis.argument_size_in_bytes,
+        "alias_bytes": analysis.alias_size_in_bytes,
+        "temp_bytes": analysis.temp_size_in_bytes,
+        "first_step_s": first_s,
+        "step_s": steps,
+        "sample_s": samples,
+        "update_s": update_s,
+        "sample_share": statistics.median(samples) / update_s,
+        "warm": warm,
+    }
+
+
+def size(count: float) -> str:
+    """Bytes in GiB, or MiB below one GiB."""
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+
+
+def render(record: dict) -> str:
+    from canter.common.run import cli
+
+    lines = [
+        "| fast_td3 | envs x rows | batch (n-step) | buffer | bytes per env step | "
+        "state aliased in place | temporaries | vector step | per update | sampling a batch "
+        "| sampling's share of an update |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in record["results"]:
+        flags = "".join(f" {cli.flag(k, v)}" for k, v in r["overrides"].items())
+        lines.append(
+            f"| `--preset {r['preset']}{flags}` | {r['num_envs']:,} x {r['buffer_size']:,} "
+            f"| {r['batch_size']:,} ({r['n_steps']}) | {size(r['buffer_bytes'])} "
+            f"| {r['bytes_per_env_step']:.0f} B | {size(r['alias_bytes'])} of "
+            f"{size(r['argument_bytes'])} | {size(r['temp_bytes'])} "
+            f"| {statistics.median(r['step_s']) * 1e3:,.0f} ms "
+            f"| {r['update_s'] * 1e3:,.0f} ms | {statistics.median(r['sample_s']) * 1e3:,.1f} ms "
+            f"| {r['sample_share']:.4f} |"
+        )
+    lines += [
+        "",
+        f"Medians over {record['args']['repeats']} vector steps after {record['args']['warm']} "
+        f"that fill the rings. Machine: {record['machine']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument(
+        "--presets", nargs="+", default=["CheetahRun", "CheetahRun:buffer_size=2560"]
+    )
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--warm", type=int, default=16, help="vector steps before timing")
+    args = parser.parse_args()
+    results = []
+    for preset in args.presets:
+        result = measure(preset, args.set, args.warm, args.repeats)
+        print(
+            f"  {preset}: {result['bytes_per_env_step']:.0f} B per env step, "
+            f"update {result['update_s'] * 1e3:.0f} ms, sampling share "
+            f"{result['sample_share']:.3f}",
+            flush=True,
+        )
+        results.append(result)
+    record = {
+        "machine": harness.machine(),
+        "args": vars(args) | {"out": str(args.out)},
+        "results": results,
+    }
+    harness.write(args.out / "speed_replay.json", json.dumps(record, indent=1))
+    harness.write(args.out / "speed_replay.md", render(record))
+    print(render(record))
+
+
+if __name__ == "__main__":
+    main()
