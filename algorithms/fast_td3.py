@@ -19,8 +19,9 @@ actor updates after every policy_frequency-th critic update counted across vecto
 (FastTD3 counts within one; the same for its num_updates of 2 and 8); a window ending on a step
 both terminated and truncated does not bootstrap (FastTD3's does); ended episodes restart from
 fresh initial states (FastTD3's Playground wrapper replays each env's first); the actions map
-from [-1, 1] to the env's bounds. The defaults are sized for Pendulum on a CPU;
-`--preset CheetahRun` (and the other DM Control tasks) sets FastTD3's Playground configuration.
+from [-1, 1] to the env's bounds. The defaults are sized for Pendulum on a CPU; `--preset
+CheetahRun` (and every other DM Control task) sets FastTD3's DM Control configuration at its
+sizes, `--preset ant` (or humanoid) its MuJoCo Playground defaults on Brax.
 
     python algorithms/fast_td3.py --env Pendulum-v1 --num-seeds 4
     python algorithms/fast_td3.py --preset CheetahRun   # a GPU's command (the playground extra)
@@ -485,7 +486,7 @@ def make_train(config: Config) -> trainer.Train:
 # runs before its fix d2fc7e9 (2025-09-17, issue #27, which covers the paper's) drew the noise
 # std from U(0.05, 0.8) whatever the config said; canter's evaluation plays fresh initial states
 # each time (FastTD3's the same 1,024 every time, to the episode length), and FastTD3's bf16
-# autocast is not followed (float32 throughout). FastTD3 has no Brax configuration.
+# autocast is not followed (float32 throughout).
 PLAYGROUND = dict(
     total_timesteps=153_600_000,
     eval_every=5_120_000,
@@ -495,6 +496,8 @@ PLAYGROUND = dict(
     batch_size=32_768,
     learning_starts=10_240,
     gamma=0.97,
+    v_min=-10.0,
+    v_max=10.0,
     actor_hidden=512,
     critic_hidden=1_024,
 )
@@ -502,6 +505,12 @@ DM_CONTROL = dict(n_steps=3, v_min=-500.0, v_max=500.0, std_min=0.1, policy_nois
 PRESETS = {
     task: dict(PLAYGROUND, **DM_CONTROL, env=f"playground:{task}") for task in PLAYGROUND_TASKS
 }
+# FastTD3 has no Brax configuration; its code gives any task without a class of its own (neither
+# HumanoidBench, IsaacLab nor MTBench) MuJoCoPlaygroundArgs, the values above, and so do these.
+# Brax's ant and humanoid earn more per step than DM Control's 1 at most, so their discounted
+# returns can pass the atoms' [-10, 10]: `--v-min`/`--v-max` widen them (FastTD3's HumanoidBench
+# default: [-250, 250]). No FastTD3 number exists for them.
+PRESETS |= {name: dict(PLAYGROUND, env=f"brax:{name}") for name in ("ant", "humanoid")}
 
 if __name__ == "__main__":
     trainer.cli(Config, make_train, PRESETS)

@@ -2,16 +2,16 @@
 # fast_td3, sac and ppo_continuous on playground:CheetahRun for the same wall time on this CPU
 # (issue 45), 4 seeds each in one program, through benchmarks/returns.py into
 # benchmarks/results/returns_wall (docs/results.md shows its table). fast_td3 runs first, for
-# 131,072 env steps (about 10 minutes here); then each of the others trains for one evaluation
+# 131,072 env steps (12 minutes here); then each of the others trains for one evaluation
 # interval (a probe: its env steps/s on this machine, now, evaluation included), and then for
-# the whole intervals that rate fits in fast_td3's training time (SAME_WALL_S seconds where
-# set). Compiles are apart: the table's wall-time column is training and evaluation, what each
-# run took; the probes write to a directory of their own and share the persistent compilation
-# cache with the runs.
+# the whole number of intervals nearest to what that rate covers in fast_td3's training time
+# (SAME_WALL_S seconds where set). Compiles are apart: the table's wall-time column is training
+# and evaluation, what each run took; the probes write to directories of their own (removed
+# after) and share the persistent compilation cache with the runs.
 #   - fast_td3: FastTD3's DM Control configuration (`--preset CheetahRun`: n-step 3, atoms on
 #     [-500, 500], gamma 0.97, noise std from U(0.1, 0.4), smoothing 0.1, 2 critic updates per
 #     vector step, 10,240 replay rows per env) with sac's 16 envs and batches of 512, FastTD3's
-#     32 transitions per env (64 replayed per env step, as FastTD3's); updates from the 11th
+#     32 transitions per env (64 replayed per env step, as FastTD3's); updates from the 12th
 #     vector step as FastTD3's; 128- and 256-wide networks (FastTD3's 512 and 1024 cost 13x the
 #     critic's multiply-adds per sample). 4 evaluations.
 #   - sac and ppo_continuous: the CPU configurations of benchmarks/cpu_physics.sh (sac: 16 envs,
@@ -19,7 +19,7 @@
 #     ppo_continuous: 64 envs x 128 steps, 10 epochs of 32 minibatches, every 524,288).
 # 16 evaluation episodes each time.
 #
-#   bash benchmarks/same_wall.sh                # about 50 minutes, compiles and probes included
+#   bash benchmarks/same_wall.sh                # 53 minutes here, compiles and probes included
 #   SAME_WALL_S=600 bash benchmarks/same_wall.sh --only sac
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +55,7 @@ matched() {  # matched ALGO INTERVAL FIELD=VALUE...: a one-interval probe, then 
     steps=$("$python" -c 'import sys; done, took, wall, every = map(float, sys.argv[1:])
 print(max(1, round(done / took * wall / every)) * int(every))' \
         "$(field "$record" env_steps)" "$(field "$record" run_s)" "$seconds" "$interval")
+    rm -rf "$probe"
     echo "same_wall.sh: $algo for $steps env steps, to match $seconds s" >&2
     run "$algo" playground:CheetahRun "$out" --set "$@" total_timesteps="$steps" \
         eval_every="$interval"
@@ -65,6 +66,10 @@ if wanted fast_td3; then
     run fast_td3 CheetahRun "$out" --presets --set num_envs=16 batch_size=512 \
         learning_starts=160 actor_hidden=128 critic_hidden=256 total_timesteps=131072 \
         eval_every=32768 "$evals"
+fi
+if [[ -z "${SAME_WALL_S:-}" && ! -e "$out/fast_td3__CheetahRun.json" ]]; then
+    echo "same_wall.sh: no fast_td3 row in $out to match: run it first, or set SAME_WALL_S" >&2
+    exit 2
 fi
 seconds=${SAME_WALL_S:-$(field "$out/fast_td3__CheetahRun.json" run_s)}
 matched sac 65536 num_envs=16 train_frequency=1 "$evals"

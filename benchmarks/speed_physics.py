@@ -106,8 +106,10 @@ def measure_preset(spec: str, iterations: int, seconds: float = 10.0) -> dict:
     state, _ = jax.block_until_ready(step(state, 0))  # compiles
     compile_s = time.perf_counter() - tic
     first = getattr(config, "learning_starts", 0) // per_iteration + 1  # every one updates
+    first = max(first, getattr(config, "n_steps", 1))  # fast_td3: whole windows too
     for i in range(1, first):
         state, _ = step(state, i)
+    state = jax.block_until_ready(state)  # the warm-up's queued work stays out of the timing
     done, tic = 0, time.perf_counter()
     while done < iterations or time.perf_counter() - tic < seconds:
         state, _ = jax.block_until_ready(step(state, first + done))
@@ -172,7 +174,7 @@ def render(record: dict) -> str:
             ratio = p["steps_per_s"] / median(ceiling) if ceiling else None
             share = "" if ratio is None else f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.4f}"
             algo, preset = spec.split(":")[:2]
-            updates = f"{p['updates_per_s']:,.1f}" if "updates_per_s" in p else "not measured"
+            updates = f"{p['updates_per_s']:.3g}" if "updates_per_s" in p else "not measured"
             flags = "".join(f" {cli.flag(k, v)}" for k, v in p["overrides"].items())
             lines.append(
                 f"| `{algo} --preset {preset}{flags}` | {p['env']} | {p['num_envs']} "

@@ -114,7 +114,7 @@ ESTIMATES = {  # node ids, or the start of one
     "test_jumanji.py::test_ppo_with_masks_beats_random_valid_items_on_knapsack": 145,
     "test_physics.py::test_sac_trains_and_draws_on_playground": 125,
     "test_dqn.py::test_dqn_cartpole_reaches_reference_return": 115,
-    "test_fast_td3.py::test_fast_td3_swings_up_the_playground_cartpole": 360,
+    "test_fast_td3.py::test_fast_td3_swings_up_the_playground_cartpole": 450,
     "test_physics.py::test_the_speed_benchmark_runs_and_writes_its_table": 105,
     "test_minatar.py::test_ppo_learns_breakout_minatar": 100,
     "test_craftax.py::test_the_speed_benchmark_runs_and_counts_the_ended_episodes": 95,

@@ -726,3 +726,17 @@ def test_knapsack_bounds_solve_exactly_where_the_greedy_fill_falls_short():
     assert knapsack_bounds.greedy(weights, values, 4.0) == 5.0
     assert knapsack_bounds.optimum(weights, values, 4.0) == 6.0
     assert knapsack_bounds.optimum(weights, values, 7.0) == 11.0  # everything fits
+
+
+def test_updates_per_iteration_counts_each_algorithms_gradient_steps():
+    """speed_physics.py's updates/s column: PPO's minibatches of every epoch, sac's and td3's
+    updates per step of the envs, fast_td3's critic updates per vector step."""
+    from canter.algorithms import fast_td3, ppo_continuous, sac, td3
+
+    from benchmarks import speed_physics
+
+    count = speed_physics.updates_per_iteration
+    assert count(ppo_continuous.Config(update_epochs=3, num_minibatches=4)) == 12
+    assert count(sac.Config(num_envs=16, train_frequency=2)) == 8
+    assert count(td3.Config(num_envs=4, train_frequency=8)) == 1
+    assert count(fast_td3.Config(num_updates=3)) == 3

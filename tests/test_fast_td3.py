@@ -284,8 +284,11 @@ def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow  # a Brax program compiles: about a minute on 2 cores
 def test_cli_runs_on_brax_where_episodes_terminate(tmp_path, monkeypatch, capsys):
     pytest.importorskip("brax", reason="the brax extra: pip install -e '.[brax]'")
-    # A hopper under a near-random actor falls within tens of steps: terminations reach the
-    # replay and the training return within 256 vector steps of 4 envs.
+    # A hopper under a near-random actor falls within tens of steps: terminations (not
+    # truncations: Brax's limit is 1,000 steps) reach the replay and the training return within
+    # 256 vector steps of 4 envs.
+    from canter.algorithms import evaluate
+
     args = ["--env", "brax:hopper", "--num-envs", "4", "--batch-size", "64", "--buffer-size"]
     args += ["256", "--learning-starts", "64", "--total-timesteps", "1024", "--eval-every"]
     args += ["1024", "--num-eval-envs", "2", "--actor-hidden", "16", "--critic-hidden", "16"]
@@ -295,6 +298,9 @@ def test_cli_runs_on_brax_where_episodes_terminate(tmp_path, monkeypatch, capsys
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["env_steps"] == 1024 and math.isfinite(summary["eval_return_mean"])
     assert math.isfinite(summary["final_return_mean"]), summary
+    _, _, _, state, _ = evaluate.load_run(tmp_path / "run", episodes=1)
+    replay = state.buffer.data  # the saved state's rows
+    assert np.any(np.asarray(replay.terminated)) and not np.any(np.asarray(replay.truncated))
 
 
 def test_cli_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys):
@@ -319,7 +325,8 @@ def test_bad_config_raises_config_error(overrides, needles):
 
 
 def test_the_playground_presets_are_fasttd3s():
-    # MuJoCoPlaygroundArgs, then CheetahRunArgs (FastTD3's DM Control config) on every task.
+    # MuJoCoPlaygroundArgs, then CheetahRunArgs (FastTD3's DM Control config) on every DM
+    # Control task.
     for task in ("WalkerRun", "CheetahRun", "HumanoidWalk"):
         config = fast_td3.Config(**fast_td3.PRESETS[task])
         assert config.env == f"playground:{task}"
@@ -329,6 +336,17 @@ def test_the_playground_presets_are_fasttd3s():
         assert (config.tau, config.learning_starts, config.num_updates) == (0.1, 10 * 1024, 2)
         dm_control = (config.n_steps, config.v_min, config.v_max, config.std_min)
         assert dm_control == (3, -500.0, 500.0, 0.1) and config.policy_noise == 0.1
+    # Brax: MuJoCoPlaygroundArgs alone, FastTD3's values for a task without a class of its own.
+    for name in ("ant", "humanoid"):
+        config = fast_td3.Config(**fast_td3.PRESETS[name])
+        assert config.env == f"brax:{name}" and config.batch_size == 32_768
+        assert (config.n_steps, config.v_min, config.v_max, config.std_min) == (
+            1,
+            -10.0,
+            10.0,
+            0.001,
+        )
+        assert config.gamma == 0.97 and config.policy_noise == 0.001
 
 
 # --- learning
@@ -346,12 +364,13 @@ def test_fast_td3_pendulum_reaches_target_return():
 # FastTD3's DM Control preset at CPU sizes (16 envs, batches of 512: FastTD3's 32 per env and 64
 # replayed per env step; 128- and 256-wide networks), 131,072 env steps on Playground's
 # CartpoleSwingup, where uniformly random actions return 28.2. Measured (benchmarks/results/
-# returns, 4 seeds, 2 CPU cores): final greedy returns 354.2, 402.2, 377.6, 447.2 (sac reaches
-# 733.5 at 204,800 with 8x the updates; docs/results.md). The threshold is halfway from random
-# to the worst seed, for each of the first two seeds (one per CPU device of a test worker;
-# 375.0 and 479.5 in a two-seed run): about 6 minutes with the compile. The test evaluates once,
-# at the end; evaluations draw their own keys, so no training number moves.
-RANDOM_CARTPOLE_SWINGUP = 28.2
+# returns, 4 seeds, 2 CPU cores): greedy returns 103.5-226.1 after a quarter of the budget,
+# 354.2, 402.2, 377.6, 447.2 at its end (sac reaches 733.5 at 204,800 with 8x the updates;
+# docs/results.md). The threshold is halfway from the best quarter-budget seed to the worst
+# final one, 290: a run that stalled early fails it. Each of the first two seeds (one per CPU
+# device of a test worker; 375.0 and 479.5 in a two-seed run) is held to it: about 6 minutes
+# with the compile. The test evaluates once, at the end; evaluations draw their own keys, so
+# no training number moves.
 CPU_SIZES = dict(
     num_envs=16, batch_size=512, learning_starts=160, actor_hidden=128, critic_hidden=256
 )
@@ -364,8 +383,7 @@ def test_fast_td3_swings_up_the_playground_cartpole():
     sizes = dict(CPU_SIZES, total_timesteps=131_072, eval_every=131_072)
     config = fast_td3.Config(**{**preset, **sizes, "num_eval_envs": 16, "num_seeds": 2})
     result = trainer.run(config, fast_td3.make_train, algo="fast_td3", verbose=False)
-    threshold = (RANDOM_CARTPOLE_SWINGUP + 354.2) / 2
-    assert min(result.summary["eval_return"]) >= threshold, result.summary
+    assert min(result.summary["eval_return"]) >= (226.1 + 354.2) / 2, result.summary
 
 
 # --- the replay buffer's benchmark
@@ -389,11 +407,15 @@ def test_the_replay_benchmark_counts_the_bytes_and_finds_the_buffer_updated_in_p
     # A Pendulum row: obs and next_obs 3 floats each, the action 1, the reward 1, two bools.
     assert small["bytes_per_env_step"] == large["bytes_per_env_step"] == 3 * 4 * 2 + 4 + 4 + 2
     assert small["buffer_bytes"] == 34 * 4 * 32 and large["buffer_bytes"] == 34 * 4 * 64
+    # The donated state's buffer is the step's output buffer: the bytes aliased in place grow
+    # by the buffer's growth, and the temporaries do not grow at all (a copy would).
+    grown = large["buffer_bytes"] - small["buffer_bytes"]
+    assert large["alias_bytes"] - small["alias_bytes"] == grown, (small, large)
+    assert large["temp_bytes"] == small["temp_bytes"], (small, large)
     for result in (small, large):
-        # The donated state's buffer is the step's output buffer: nothing of it is copied.
-        assert result["alias_bytes"] >= result["buffer_bytes"], result
-        assert len(result["step_s"]) == len(result["sample_s"]) == 2
-        assert 0 < result["sample_share"] and result["update_s"] > 0 and result["batch_size"] == 64
+        assert result["alias_bytes"] >= result["argument_bytes"] - 8, result  # all but the index
+        assert len(result["step_s"]) == len(result["sample_s"]) == 2 and result["batch_size"] == 64
+        assert result["sample_share"] > 0 and result["warm"] == 12
     table = (tmp_path / "speed_replay.md").read_text()
     assert "| `--preset CheetahRun --env Pendulum-v1 --num-envs 4 --buffer-size 32" in table
     assert "| `--preset CheetahRun --env Pendulum-v1 --num-envs 4 --buffer-size 64" in table
