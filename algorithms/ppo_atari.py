@@ -7,9 +7,10 @@ minibatches. The environment is Gymnasium's Atari (`gymnasium:ALE/<Game>-v5`, st
 host) with the standard preprocessing (common/envs/host.py): no-op starts, frame skip 4 with
 max-pooling, 84x84 greyscale, 4 frames stacked; training only (`--episodic-life`,
 `--clip-rewards`), a lost life ends the learner's episode and rewards are clipped to their sign.
-Deviates from CleanRL: ALE v5's sticky actions (0.25) stay on where CleanRL's NoFrameskip-v4
-has none, there is no FIRE on reset, and a truncated episode bootstraps from the value of its
-final observation (time limits are not terminations). Same loss math as algorithms/ppo.py.
+Deviates from CleanRL: on `ALE/<Game>-v5` sticky actions (0.25) stay on where CleanRL's
+NoFrameskip-v4 has none (`--env gymnasium:BreakoutNoFrameskip-v4` is CleanRL's game), there is
+no FIRE on reset, and a truncated episode bootstraps from the value of its final observation
+(time limits are not terminations). Same loss math as algorithms/ppo.py.
 
     pip install -e ".[atari]"
     python algorithms/ppo_atari.py --env gymnasium:ALE/Breakout-v5 --num-seeds 2
@@ -54,7 +55,8 @@ FRAME_SHAPE = (84, 84, 4)  # height, width, stacked frames: what the Nature CNN 
 @dataclasses.dataclass(frozen=True)
 class Config:
     env: str = "gymnasium:ALE/Breakout-v5"
-    """Atari game, `gymnasium:ALE/<Game>-v5` (`pip install -e '.[atari]'`)."""
+    """Atari game, `gymnasium:ALE/<Game>-v5` or, without sticky actions, `<Game>NoFrameskip-v4`
+    (`pip install -e '.[atari]'`)."""
     seed: int = 0
     """Seed of the first run; seed i of a multi-seed run is `seed + i`."""
     num_seeds: PositiveInt = 1

@@ -172,9 +172,16 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, default=300_000)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument(
+        "--shared-machine",
+        action="store_true",
+        help="another job runs on the machine at the same time (returns are unaffected): the "
+        "record marks its wall time as not comparable",
+    )
     args = parser.parse_args()
     if not args.table_only:
         result = run_sbx(args.algo, args.env, args.seed, args.total_timesteps)
+        result["run_s_alone"] = not args.shared_machine
         name = f"sbx_{args.algo}__{args.env}__seed{args.seed}.json"
         write_json(args.out / name, result)
     atomic_write(args.out / "peer_returns.md", table(args.out))

@@ -125,6 +125,19 @@ def test_training_sees_lives_as_episodes_and_clipped_rewards_while_stats_and_eva
             assert state.ended_length[i] == ends[-1] + 1
 
 
+def test_no_frameskip_v4_is_the_same_game_without_sticky_actions():
+    # CleanRL's id: the same preprocessing and limits as v5, the emulator never repeats actions.
+    sticky = {}
+    for game in ("ALE/Breakout-v5", "BreakoutNoFrameskip-v4"):
+        env, params = make_env(f"gymnasium:{game}")
+        assert env.unwrapped.observation_space(params).shape == (84, 84, 4)
+        assert params.max_steps_in_episode == 27_000
+        ale = make_gymnasium(game).unwrapped
+        assert ale._frameskip == 1  # AtariPreprocessing skips the frames, max-pooling two
+        sticky[game] = ale.ale.getFloat("repeat_action_probability")
+    assert sticky == {"ALE/Breakout-v5": 0.25, "BreakoutNoFrameskip-v4": 0.0}
+
+
 def test_ppo_atari_refuses_what_its_network_cannot_take():
     with pytest.raises(ConfigError, match="needs 84x84 frames"):
         ppo_atari.make_train(ppo_atari.Config(env="Breakout-MinAtar"))

@@ -6,6 +6,8 @@ Gymnasium env and asks this module how to build and lay it out.
 - Preprocessing (`make`): no-op starts (up to 30), frame skip 4 with a max over the last two
   frames, 84x84 greyscale, the last 4 frames stacked, channels last (84x84x4 bytes, the HxWxC
   layout of every canter image); v5's sticky actions (0.25, Machado et al. 2018) stay on.
+  `gymnasium:<Game>NoFrameskip-v4`, the id of DQN-era papers and of CleanRL's Atari files, is
+  the same game without sticky actions: the same preprocessing, the same limits.
 - Episode limit: ALE's own limit counts emulator frames (108,000: 30 minutes of play), so an
   episode lasts at most 108,000 / 4 agent steps.
 - Training only (`AtariTraining`): a lost life ends the learner's episode and rewards are
@@ -22,6 +24,7 @@ from canter.common.envs.wrappers import Wrapper
 from jaxtyping import Array
 
 ALE_PREFIX = "ALE/"
+NO_FRAMESKIP_SUFFIX = "NoFrameskip-v4"  # the v4 ids: no frame skip, no sticky actions
 FRAME_SKIP, STACK = 4, 4
 NOOP_MAX, SCREEN_SIZE = 30, 84
 MAX_FRAMES = 108_000  # ALE's default max_num_frames_per_episode
@@ -29,7 +32,7 @@ MAX_FRAMES = 108_000  # ALE's default max_num_frames_per_episode
 
 def is_atari(env_id: str) -> bool:
     """Whether a Gymnasium id (without the `gymnasium:` prefix) is an Atari game."""
-    return env_id.startswith(ALE_PREFIX)
+    return env_id.startswith(ALE_PREFIX) or env_id.endswith(NO_FRAMESKIP_SUFFIX)
 
 
 def register(gymnasium: Any, name: str) -> None:

@@ -14,8 +14,9 @@ seed words and its step count; the simulator's own state lives in the pool.
 - Steps follow gymnax 1.0 exactly: `terminated`, `truncated`, `info["final_observation"]` the
   last observation of the episode, and the returned observation the next episode's first (the
   host resets in the same step; Gymnasium's vector envs would reset on the next step).
-- Atari (`ALE/<Game>-v5`) comes preprocessed as DQN and CleanRL train it (common/envs/atari.py);
-  each step also reports `info["life_lost"]` (from Gymnasium's `lives`).
+- Atari (`ALE/<Game>-v5`, or `<Game>NoFrameskip-v4` without sticky actions) comes
+  preprocessed as DQN and CleanRL train it (common/envs/atari.py); each step also reports
+  `info["life_lost"]` (from Gymnasium's `lives`).
 - Actions: integers for Discrete spaces; Box actions are clipped to the space's bounds on the
   host (as SB3 and CleanRL do), the agent's unclipped action stays what it learns from.
 - Envs unused for longest are closed once the pool holds more than `4 x` the largest batch it
@@ -47,8 +48,8 @@ from jaxtyping import Array, Int, UInt32
 
 MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher")
 MUJOCO += ("Pusher", "InvertedPendulum", "InvertedDoublePendulum")
-# env id prefixes -> the extra that brings their simulator
-EXTRAS = {atari.ALE_PREFIX: "atari", **dict.fromkeys(MUJOCO, "mujoco")}
+# env id prefixes -> the extra that brings their simulator (Atari's ids: atari.is_atari)
+EXTRAS = dict.fromkeys(MUJOCO, "mujoco")
 
 
 class HostParams(eqx.Module):
@@ -72,6 +73,8 @@ class HostState(eqx.Module):
 
 
 def _extra_for(env_id: str) -> str | None:
+    if atari.is_atari(env_id):
+        return "atari"
     return next((extra for key, extra in EXTRAS.items() if env_id.startswith(key)), None)
 
 
