@@ -3,7 +3,9 @@
 Times one SGD step (gradient and update) of two torsos inside a `lax.scan`, where every canter
 training step runs, with Equinox's stock convolution and with canter's patch-matmul one (same
 parameters, same numbers), taking turns, `--repeats` rounds; also the stock one outside a loop
-(one jitted gradient), which XLA:CPU runs with its library kernel:
+(one jitted gradient), which XLA:CPU runs with its library kernel; and, where torch is installed
+(the bench extra), the same torso and step in PyTorch (`torch.nn.Conv2d`, channels first, its
+default threads), as CleanRL's ppo_atari.py trains it on a CPU:
 
 - Nature CNN (ppo_atari.py): 32 8x8/4, 64 4x4/2, 64 3x3/1 and 512 dense units, on 84x84x4
   frames, 256 per minibatch (CleanRL's Atari PPO);
@@ -71,6 +73,33 @@ def seconds_per_step(fn, model, frames) -> float:
     return (time.perf_counter() - tic) / STEPS
 
 
+def torch_seconds_per_step(frame, batch, layers, units) -> float:
+    """One SGD step of the same torso and loss in PyTorch (NaN without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return float("nan")
+    modules, channels, size = [], frame[-1], frame[0]
+    for out, kernel, stride in layers:
+        modules += [torch.nn.Conv2d(channels, out, kernel, stride=stride), torch.nn.ReLU()]
+        channels, size = out, (size - kernel) // stride + 1
+    dense = torch.nn.Linear(channels * size * size, units)
+    net = torch.nn.Sequential(*modules, torch.nn.Flatten(), dense, torch.nn.ReLU())
+    frames = torch.rand(STEPS, batch, frame[-1], frame[0], frame[1]) * 255
+    optimiser = torch.optim.SGD(net.parameters(), lr=1e-4)
+
+    def run() -> None:
+        for minibatch in frames:
+            optimiser.zero_grad()
+            (net(minibatch) ** 2).mean().backward()
+            optimiser.step()
+
+    run()  # warm up
+    tic = time.perf_counter()
+    run()
+    return (time.perf_counter() - tic) / STEPS
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -79,8 +108,9 @@ def main() -> None:
     unrolled = jax.jit(lambda m, x: [sgd(m, f) for f in x])
     lines = [
         "| torso | stock conv in a scan (ms) | patch matmul in a scan (ms) | stock / matmul: "
-        "median (per round) | stock conv, no loop (ms) |",
-        "|---|---:|---:|---|---:|",
+        "median (per round) | stock conv, no loop (ms) | torch (ms) | matmul / torch: median "
+        "(per round) |",
+        "|---|---:|---:|---|---:|---:|---|",
     ]
     key = jax.random.key(0)
     for name, (frame, batch, layers, units) in TORSOS.items():
@@ -94,12 +124,16 @@ def main() -> None:
                     seconds_per_step(in_scan, stock, frames),
                     seconds_per_step(in_scan, patch, frames),
                     seconds_per_step(unrolled, stock, frames),
+                    torch_seconds_per_step(frame, batch, layers, units),
                 )
             )
-        a, b, c = (np.median([r[i] for r in rounds]) * 1e3 for i in range(3))
+        a, b, c, d = (np.median([r[i] for r in rounds]) * 1e3 for i in range(4))
         ratios = ", ".join(f"{r[0] / r[1]:.1f}" for r in rounds)
+        versus = [r[1] / r[3] for r in rounds]
+        torch_ratios = ", ".join(f"{v:.1f}" for v in versus)
         lines.append(
-            f"| {name}, {batch} per step | {a:.0f} | {b:.0f} | {a / b:.1f} ({ratios}) | {c:.0f} |"
+            f"| {name}, {batch} per step | {a:.0f} | {b:.0f} | {a / b:.1f} ({ratios}) | {c:.0f} "
+            f"| {d:.0f} | {np.median(versus):.1f} ({torch_ratios}) |"
         )
         print(lines[-1], flush=True)
     table = "\n".join(lines)

@@ -740,3 +740,104 @@ def test_updates_per_iteration_counts_each_algorithms_gradient_steps():
     assert count(sac.Config(num_envs=16, train_frequency=2)) == 8
     assert count(td3.Config(num_envs=4, train_frequency=8)) == 1
     assert count(fast_td3.Config(num_updates=3)) == 3
+
+
+FAKE_CLEANRL_PPO_ATARI = """
+import argparse
+from torch.utils.tensorboard import SummaryWriter  # the stand-in: no TensorBoard, no torch
+
+parser = argparse.ArgumentParser()
+for flag in ("--env-id", "--total-timesteps", "--num-envs", "--num-steps", "--seed"):
+    parser.add_argument(flag)
+parser.add_argument("--no-cuda", action="store_true")
+args = parser.parse_args()
+assert args.env_id == "BreakoutNoFrameskip-v4" and args.no_cuda, args
+writer = SummaryWriter("runs/x")
+writer.add_text("hyperparameters", "...")
+# Games as CleanRL logs them, at its global step (counted before the step): two end in the
+# first iteration of 8 x 128 steps (one on its last step), none in the second, one in the third.
+for step, ret, length in ((1000, 2.0, 100), (1024, 4.0, 120), (2056, 7.0, 300)):
+    writer.add_scalar("charts/episodic_return", ret, step)
+    writer.add_scalar("charts/episodic_length", length, step)
+writer.add_scalar("charts/SPS", 99, 3072)
+writer.close()
+"""
+
+
+def test_the_atari_peer_runs_cleanrls_script_and_keeps_each_game(tmp_path, repo_root):
+    """benchmarks/atari_peer.py against a stand-in for CleanRL's ppo_atari.py in a checkout of
+    its own (with a `torch` package that has no TensorBoard): the flags reach it, the child's
+    writer keeps every game, and the statistic is per iteration (None where no game ended)."""
+    import subprocess
+    import sys
+
+    checkout = tmp_path / "cleanrl"
+    for package in ("cleanrl", "torch", "torch/utils"):
+        (checkout / package).mkdir(parents=True)
+        (checkout / package / "__init__.py").write_text("")
+    (checkout / "cleanrl" / "ppo_atari.py").write_text(FAKE_CLEANRL_PPO_ATARI)
+    command = [sys.executable, "benchmarks/atari_peer.py", "--cleanrl-dir", checkout]
+    command += ["--python", sys.executable, "--total-timesteps", 3 * 1024, "--out", tmp_path]
+    command += ["--results", tmp_path]
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(
+        (tmp_path / "cleanrl_ppo_atari__BreakoutNoFrameskip-v4__seed0.json").read_text()
+    )
+    assert [g["ret"] for g in record["games"]] == [2.0, 4.0, 7.0]
+    assert [g["length"] for g in record["games"]] == [100.0, 120.0, 300.0]
+    assert record["episode_return"] == [3.0, None, 7.0] and record["final_train_return"] == 7.0
+    assert record["env_steps"] == 3072 and record["versions"]["gymnasium"] is not None
+    assert "--num-envs=8 --num-steps=128 --seed=0 --no-cuda" in record["command"]
+    assert not list(tmp_path.glob(".cleanrl_*")) and not (tmp_path / "runs").exists()
+    assert "| BreakoutNoFrameskip-v4 | 3,072 | canter | | no run at this budget |" in done.stdout
+
+
+def test_the_atari_table_reads_cleanrl_at_canters_interval_ends(tmp_path):
+    """CleanRL's per-iteration statistic is read where canter's intervals end (the last
+    iteration up to there in which a game ended), canter's seeds come from every returns*/
+    folder run with default flags, and Welch's test compares the means of the last points."""
+    from canter.common.run.files import write_json
+
+    from benchmarks import atari_peer, harness
+
+    out, results = tmp_path / "peer", tmp_path
+    game, steps = "BreakoutNoFrameskip-v4", 6 * 1024
+    for seed, statistic in ((0, [1.0, None, 3.0, None, 5.0, None]), (1, [2.0] * 6)):
+        record = dict(game=game, env_steps=steps, iteration_env_steps=1024, seed=seed)
+        record.update(episode_return=statistic, final_train_return=[5.0, 2.0][seed], wall_s=600)
+        write_json(out / f"cleanrl_ppo_atari__{game}__seed{seed}.json", record)
+    curves = {"returns": {0: [4.0, 6.0, 8.0]}, "returns_seed_1": {1: [2.0, 2.0, 5.0]}}
+    curves["returns_lr"] = {2: [99.0, 99.0, 99.0]}  # another learning rate: not this row
+    for folder, seeds in curves.items():
+        overrides = {"total_timesteps": steps, "eval_every": 2048}
+        if folder == "returns_lr":
+            overrides["learning_rate"] = 1e-3
+        record = dict(env=f"gymnasium:{game}", env_steps=steps, overrides=overrides, num_seeds=1)
+        write_json(
+            results / folder / f"ppo_atari__{game}.json", dict(record, compile_s=60, run_s=540)
+        )
+        for seed, curve in seeds.items():
+            log = results / folder / "runs" / f"ppo_atari__{game}" / f"seed_{seed}" / "metrics.csv"
+            log.parent.mkdir(parents=True)
+            rows = "".join(f"{2048 * (i + 1)},{v}\n" for i, v in enumerate(curve))
+            log.write_text("env_steps,train/episodic_return\n" + rows)
+    statistic = [1.0, None, 3.0, None, 5.0, None]
+    assert atari_peer.at_steps(statistic, 1024, [1024, 2048, 4096, 6144]) == [1.0, 1.0, 3.0, 5.0]
+    lines = atari_peer.table(out, results).splitlines()
+    peer_tails, tails = [3.0, 2.0], [6.0, 3.0]  # the means of each seed's three points
+    t, p = harness.welch(tails, peer_tails)
+    assert lines[2:] == [
+        f"| {game} | 6,144 | CleanRL | 0, 1 | 3.5 (5.0, 2.0) | 2.5 (3.0, 2.0) |  "
+        "| 20 min (1 + 1) |",
+        f"| {game} | 6,144 | canter | 0, 1 | 6.5 (8.0, 5.0) | 4.5 (6.0, 3.0) | +2.0: t = {t:.2f} "
+        f"(p = {p:.2f}) | 20 min (1 + 1) |",
+    ]
+    assert t > 0 and 0 < p < 1
+    seed_again = results / "returns_again" / "runs" / f"ppo_atari__{game}" / "seed_1"
+    seed_again.mkdir(parents=True)
+    (seed_again / "metrics.csv").write_text("env_steps,train/episodic_return\n6144,1.0\n")
+    again = dict(env=f"gymnasium:{game}", env_steps=steps, overrides={}, num_seeds=1)
+    write_json(results / "returns_again" / f"ppo_atari__{game}.json", again)
+    with pytest.raises(SystemExit, match="seed 1 in"):
+        atari_peer.table(out, results)
