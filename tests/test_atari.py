@@ -132,9 +132,10 @@ def test_no_frameskip_v4_is_the_same_game_without_sticky_actions():
         env, params = make_env(f"gymnasium:{game}")
         assert env.unwrapped.observation_space(params).shape == (84, 84, 4)
         assert params.max_steps_in_episode == 27_000
-        ale = make_gymnasium(game).unwrapped
-        assert ale._frameskip == 1  # AtariPreprocessing skips the frames, max-pooling two
-        sticky[game] = ale.ale.getFloat("repeat_action_probability")
+        probe = make_gymnasium(game)
+        assert probe.unwrapped._frameskip == 1  # AtariPreprocessing skips, max-pooling two
+        sticky[game] = probe.unwrapped.ale.getFloat("repeat_action_probability")
+        probe.close()
     assert sticky == {"ALE/Breakout-v5": 0.25, "BreakoutNoFrameskip-v4": 0.0}
 
 
