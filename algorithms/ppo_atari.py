@@ -149,9 +149,13 @@ class NatureCNN(eqx.Module):
         self.dense = orthogonal_linear(64 * 7 * 7, 512, 2**0.5, keys[3])
 
     def __call__(self, x: Float[Array, "84 84 channels"]) -> Float[Array, " 512"]:
-        x = jnp.transpose(x, (2, 0, 1)) / 255.0  # Equinox convolutions are channels-first
+        # Channels last throughout (no transposes between layers: faster on XLA:CPU), so the
+        # dense layer reads the last feature map flattened (height, width, channels) where
+        # CleanRL's reads (channels, height, width): a fixed permutation of its inputs, which
+        # leaves its orthogonal initialisation's distribution unchanged.
+        x = x / 255.0
         for conv in self.convs:
-            x = jax.nn.relu(conv(x))
+            x = jax.nn.relu(conv.channels_last(x))
         return jax.nn.relu(self.dense(x.reshape(-1)))
 
 

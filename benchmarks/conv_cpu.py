@@ -2,7 +2,12 @@
 
 Times one SGD step (gradient and update) of two torsos inside a `lax.scan`, where every canter
 training step runs, with Equinox's stock convolution and with canter's patch-matmul one (same
-parameters, same numbers), taking turns, `--repeats` rounds; also the stock one outside a loop
+parameters, same numbers), taking turns, `--repeats` rounds. canter's layer is timed three ways,
+to measure each of its choices in the same run: without its space-to-depth fold (kh x kw
+strided slices, what canter ran before 2026-12-02; MinAtar's stride 1 has nothing to fold),
+folded with Equinox's channels-first layout between layers (two transposes a layer: pqn, dqn and
+ppo --network cnn), and folded with channels last throughout (`Conv2d.channels_last`:
+ppo_atari's torso). Also the stock one outside a loop
 (one jitted gradient), which XLA:CPU runs with its library kernel; and, where torch is installed
 (the bench extra), the same torso and step in PyTorch (`torch.nn.Conv2d`, channels first, its
 default threads), as CleanRL's ppo_atari.py trains it on a CPU:
@@ -37,11 +42,30 @@ TORSOS = {  # name: (frame shape HxWxC, minibatch, ((out, kernel, stride), ...),
 STEPS = 4  # scan length
 
 
+class StridedPatches(Conv2d):
+    """canter's patch matmul before the fold: one strided slice per kernel offset."""
+
+    def __call__(self, x, *, key=None):
+        out_channels, _, kh, kw = self.weight.shape
+        (sh, sw), pads = self.stride, self.padding
+        x = jnp.pad(jnp.transpose(x, (1, 2, 0)), (*pads, (0, 0)))
+        oh, ow = (x.shape[0] - kh) // sh + 1, (x.shape[1] - kw) // sw + 1
+        slices = [
+            x[i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw]
+            for i in range(kh)
+            for j in range(kw)
+        ]
+        weight = jnp.transpose(self.weight, (2, 3, 1, 0)).reshape(-1, out_channels)
+        return jnp.transpose(jnp.concatenate(slices, axis=-1) @ weight, (2, 0, 1)) + self.bias
+
+
 class Torso(eqx.Module):
     convs: tuple
     dense: eqx.nn.Linear
+    last: bool = eqx.field(static=True)
 
-    def __init__(self, conv_cls, frame, layers, units, key):
+    def __init__(self, conv_cls, frame, layers, units, key, last=False):
+        self.last = last
         keys = jax.random.split(key, len(layers) + 1)
         convs, channels, size = [], frame[-1], frame[0]
         for (out, kernel, stride), k in zip(layers, keys[:-1], strict=True):
@@ -49,8 +73,16 @@ class Torso(eqx.Module):
             channels, size = out, (size - kernel) // stride + 1
         self.convs = tuple(convs)
         self.dense = eqx.nn.Linear(channels * size * size, units, key=keys[-1])
+        if last:  # the dense layer reads (height, width, channels): the same weights, reordered
+            weight = self.dense.weight.reshape(units, channels, size, size)
+            weight = jnp.transpose(weight, (0, 2, 3, 1)).reshape(units, -1)
+            self.dense = eqx.tree_at(lambda d: d.weight, self.dense, weight)
 
     def __call__(self, x):
+        if self.last:  # frames are (height, width, channels)
+            for conv in self.convs:
+                x = jax.nn.relu(conv.channels_last(x))
+            return jax.nn.relu(self.dense(x.reshape(-1)))
         x = jnp.transpose(x, (2, 0, 1))
         for conv in self.convs:
             x = jax.nn.relu(conv(x))
@@ -100,6 +132,13 @@ def torch_seconds_per_step(frame, batch, layers, units) -> float:
     return (time.perf_counter() - tic) / STEPS
 
 
+def ratio(rounds: list, i: int, j: int) -> str:
+    """Column i over column j: the median and each round's."""
+    per_round = [r[i] / r[j] for r in rounds]
+    each = ", ".join(f"{v:.1f}" for v in per_round)
+    return f"{np.median(per_round):.1f} ({each})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -107,34 +146,43 @@ def main() -> None:
     in_scan = jax.jit(lambda m, x: jax.lax.scan(lambda m, f: (sgd(m, f), None), m, x)[0])
     unrolled = jax.jit(lambda m, x: [sgd(m, f) for f in x])
     lines = [
-        "| torso | stock conv in a scan (ms) | patch matmul in a scan (ms) | stock / matmul: "
-        "median (per round) | stock conv, no loop (ms) | torch (ms) | matmul / torch: median "
-        "(per round) |",
-        "|---|---:|---:|---|---:|---:|---|",
+        "| torso | stock conv in a scan (ms) | strided patches (ms) | folded patches (ms) | "
+        "folded, channels last (ms) | stock / channels last | strided / folded | folded / "
+        "channels last | stock conv, no loop (ms) | torch (ms) | channels last / torch |",
+        "|---|---:|---:|---:|---:|---|---|---|---:|---:|---|",
     ]
     key = jax.random.key(0)
     for name, (frame, batch, layers, units) in TORSOS.items():
         frames = jax.random.uniform(key, (STEPS, batch, *frame)) * 255
         stock = Torso(eqx.nn.Conv2d, frame, layers, units, key)
-        patch = Torso(Conv2d, frame, layers, units, key)
+        strided = Torso(StridedPatches, frame, layers, units, key)
+        folded = Torso(Conv2d, frame, layers, units, key)
+        last = Torso(Conv2d, frame, layers, units, key, last=True)
+        want = jax.vmap(stock)(frames[0, :4])
+        for torso in (strided, folded, last):  # the same numbers, or the timings mean nothing
+            np.testing.assert_allclose(jax.vmap(torso)(frames[0, :4]), want, rtol=1e-4, atol=1e-3)
         rounds = []
         for _ in range(args.repeats):
             rounds.append(
                 (
                     seconds_per_step(in_scan, stock, frames),
-                    seconds_per_step(in_scan, patch, frames),
+                    seconds_per_step(in_scan, strided, frames),
+                    seconds_per_step(in_scan, folded, frames),
+                    seconds_per_step(in_scan, last, frames),
                     seconds_per_step(unrolled, stock, frames),
                     torch_seconds_per_step(frame, batch, layers, units),
                 )
             )
-        a, b, c, d = (np.median([r[i] for r in rounds]) * 1e3 for i in range(4))
-        ratios = ", ".join(f"{r[0] / r[1]:.1f}" for r in rounds)
-        versus = [r[1] / r[3] for r in rounds]
-        torch_ratios = ", ".join(f"{v:.1f}" for v in versus)
-        lines.append(
-            f"| {name}, {batch} per step | {a:.0f} | {b:.0f} | {a / b:.1f} ({ratios}) | {c:.0f} "
-            f"| {d:.0f} | {np.median(versus):.1f} ({torch_ratios}) |"
-        )
+        ms = [f"{np.median([r[i] for r in rounds]) * 1e3:.0f}" for i in range(6)]
+        cells = [
+            *ms[:4],
+            ratio(rounds, 0, 3),
+            ratio(rounds, 1, 2),
+            ratio(rounds, 2, 3),
+            *ms[4:],
+            ratio(rounds, 3, 5),
+        ]
+        lines.append(f"| {name}, {batch} per step | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
     table = "\n".join(lines)
     harness.write(harness.RESULTS / "conv_cpu.md", f"{table}\n\nMachine: {harness.machine()}.\n")

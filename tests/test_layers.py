@@ -14,13 +14,15 @@ SHAPES = [  # in, out, kernel, stride, padding, input size
     (64, 64, 3, 1, 0, 9),
     (7, 16, 3, 1, 0, 10),  # MinAtar's
     (3, 5, 3, 2, 1, 11),  # padded, a stride that leaves a border unused
+    (3, 5, 4, 2, 1, 11),  # a stride that divides the kernel (space to depth), border unused
     (2, 3, (2, 3), (1, 2), ((1, 0), (2, 1)), 7),  # rectangular kernel, uneven padding
+    (2, 3, (3, 4), (3, 2), ((1, 0), (2, 1)), 8),  # the same, folded to 1 x 2 blocks
 ]
 
 
 # Each shape compiles its own program (5-10 s on 2 busy cores, 15-20 s for the Nature CNN's first
-# layer on 84x84 frames): the default tier checks MinAtar's, the padded stride and the uneven
-# rectangle, the slow tier the Nature CNN's three.
+# layer on 84x84 frames): the default tier checks MinAtar's, the padded strides (one folded into
+# the channels) and the uneven rectangles (one folded), the slow tier the Nature CNN's three.
 SLOW_SHAPES = [pytest.param(s, marks=pytest.mark.slow) if s[1] >= 32 else s for s in SHAPES]
 
 
@@ -51,16 +53,46 @@ def test_same_numbers_and_gradients_as_equinox(shape):
     np.testing.assert_allclose(patch_x, stock_x, rtol=1e-4, atol=1e-4)
 
 
-def test_a_cpu_loop_body_holds_matmuls_and_a_gpu_one_the_convolution():
+@pytest.mark.parametrize("layout", ["channels first", "channels last"])
+def test_a_cpu_loop_body_holds_matmuls_and_a_gpu_one_the_convolution(layout):
     # What the layer is for: inside a scan XLA:CPU runs a convolution as a slow loop nest. The
     # platform the program is lowered for decides, not the default backend (here the CPU).
     conv = Conv2d(4, 16, 3, key=jax.random.key(0))
-    x = jnp.ones((2, 5, 4, 10, 10))
-    body = lambda c, x: (c + jax.vmap(conv)(x).sum(), None)  # noqa: E731
-    program = jax.jit(lambda x: jax.lax.scan(body, 0.0, x)).trace(x)
+    apply, shape = (
+        (conv, (2, 5, 4, 10, 10))
+        if layout == "channels first"
+        else (conv.channels_last, (2, 5, 10, 10, 4))
+    )
+    body = lambda c, x: (c + jax.vmap(apply)(x).sum(), None)  # noqa: E731
+    program = jax.jit(lambda x: jax.lax.scan(body, 0.0, x)).trace(jnp.ones(shape))
     cpu, cuda = (program.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda"))
     assert "stablehlo.convolution" not in cpu and "stablehlo.dot_general" in cpu
     assert "stablehlo.convolution" in cuda and "stablehlo.dot_general" not in cuda
+
+
+@pytest.mark.parametrize("kwargs", [dict(stride=2, padding=1), dict(dilation=2)])
+def test_channels_last_is_equinox_convolution_on_transposed_arrays(kwargs):
+    # A folded stride and padding through the patch matmul; a dilation through the stock kernel.
+    key = jax.random.key(0)
+    stock = eqx.nn.Conv2d(3, 5, 4, key=key, **kwargs)
+    conv = Conv2d(3, 5, 4, key=key, **kwargs)
+    x = jax.random.normal(jax.random.key(1), (2, 11, 11, 3))  # (batch, height, width, channels)
+
+    @eqx.filter_jit
+    def outputs_and_grads(model, apply, x):
+        loss = lambda m, x: jnp.sum(jax.vmap(apply(m))(x) ** 2)  # noqa: E731
+        return jax.vmap(apply(model))(x), jax.grad(loss, argnums=(0, 1))(model, x)
+
+    def transposed(m):  # Equinox's layer on channels-last arrays, by transposing around it
+        return lambda x: jnp.transpose(m(jnp.transpose(x, (2, 0, 1))), (1, 2, 0))
+
+    y, (grads, grad_x) = outputs_and_grads(conv, lambda m: m.channels_last, x)
+    want_y, (want_grads, want_x) = outputs_and_grads(stock, transposed, x)
+    assert y.shape == want_y.shape == (2, 5, 5, 5)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads.weight, want_grads.weight, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads.bias, want_grads.bias, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grad_x, want_x, rtol=1e-4, atol=1e-4)
 
 
 def test_dilated_and_grouped_convolutions_run_the_stock_kernel():
