@@ -84,7 +84,7 @@ class Conv2d(eqx.nn.Conv2d):
         """The convolution with channels last in and out. A torso of several layers that keeps
         its activations so skips the two transposes per layer of Equinox's layout, which the
         patch matmul (channels last inside) would otherwise pay: the Nature CNN's SGD step about
-        1.4x faster on XLA:CPU (benchmarks/conv_cpu.py)."""
+        1.5x faster on XLA:CPU (benchmarks/conv_cpu.py)."""
 
         def stock(conv: Conv2d, x: Array) -> Array:
             y = eqx.nn.Conv2d.__call__(conv, jnp.transpose(x, (2, 0, 1)))
