@@ -122,3 +122,16 @@ def test_mlp_keeps_the_two_layer_init_and_adds_hidden_layers_with_depth():
     for layer in deep.layers[:-1]:
         hidden = jax.nn.relu(layer(hidden))
     np.testing.assert_allclose(deep(x), deep.layers[-1](hidden), rtol=1e-6)
+
+
+def test_a_stride_that_divides_the_kernel_is_folded_into_the_channels():
+    # The fold is the speed (benchmarks/conv_cpu.py): a 4x4 kernel of stride 2 concatenates 2 x 2
+    # slices of 4 x channels, not 16 strided ones; a stride that does not divide stays strided.
+    def pieces(kernel, stride):
+        conv = Conv2d(3, 5, kernel, stride=stride, key=jax.random.key(0))
+        jaxpr = jax.make_jaxpr(conv.patches_last)(jnp.ones((11, 11, 3)))
+        (concat,) = [e for e in jaxpr.eqns if e.primitive.name == "concatenate"]
+        return [v.aval.shape[-1] for v in concat.invars]
+
+    assert pieces(4, 2) == [12] * 4
+    assert pieces(3, 2) == [3] * 9
