@@ -73,7 +73,8 @@ def checked(config: typing.Any) -> typing.Any:
 
 
 def pytree_config(cls: type) -> type:
-    """Register a frozen Config dataclass as a pytree, and check its float ranges when built.
+    """Register a frozen Config dataclass as a pytree, and check its float ranges (and its
+    fields of a few choices) when built.
 
     Float hyperparameters are leaves, so they can be traced and vmapped (sweeps); ints, bools
     and strings fix shapes and the program, so they live in the treedef.
@@ -95,6 +96,12 @@ def pytree_config(cls: type) -> type:
         name: declared[name] or unbounded
         for name in fields
         if name in data or declared[name] is not None
+    }
+    # A string field of a few choices (`typing.Literal`) is checked too: tyro checks the CLI's.
+    choices = {
+        name: typing.get_args(hints[name])
+        for name in fields
+        if typing.get_origin(hints[name]) is typing.Literal
     }
 
     def flatten(config: typing.Any) -> tuple:
@@ -122,6 +129,13 @@ def pytree_config(cls: type) -> type:
         ]
         if bad:
             raise ConfigError(f"Out of range: {'; '.join(bad)}.")
+        bad = [
+            f"{n} = {getattr(self, n)!r} (choose one of {', '.join(map(repr, c))})"
+            for n, c in choices.items()
+            if getattr(self, n) not in c
+        ]
+        if bad:
+            raise ConfigError(f"Not one of the choices: {'; '.join(bad)}.")
 
     cls.__init__ = checked_init
     jax.tree_util.register_pytree_with_keys(cls, flatten, unflatten)

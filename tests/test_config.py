@@ -9,12 +9,22 @@ import sys
 import typing
 
 import pytest
-from canter.algorithms import dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3
+from canter.algorithms import (
+    dqn,
+    fast_td3,
+    ppo,
+    ppo_continuous,
+    ppo_rnn,
+    pqn,
+    pqn_rnn,
+    sac,
+    td3,
+)
 from canter.common.config import ConfigError, Range
 from canter.common.run.batch import float_fields, make_batch
 from canter.common.run.rundir import RunDir, config_record
 
-ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, pqn_rnn, sac, td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])
@@ -45,6 +55,19 @@ def test_every_float_field_has_a_range_and_refuses_nan(module):
 def test_out_of_range_values_are_refused_naming_the_field(module, field, value):
     with pytest.raises(ConfigError, match=rf"Out of range: {field} = {value}.*allowed"):
         dataclasses.replace(module.Config(), **{field: value})
+
+
+@pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])
+def test_every_field_of_a_few_choices_refuses_another(module):
+    hints = typing.get_type_hints(module.Config)
+    literal = [n for n, h in hints.items() if typing.get_origin(h) is typing.Literal]
+    for name in literal:
+        for choice in typing.get_args(hints[name]):  # every choice is allowed
+            dataclasses.replace(module.Config(), **{name: choice})
+        with pytest.raises(ConfigError, match=rf"Not one of the choices: {name} = 'other'"):
+            dataclasses.replace(module.Config(), **{name: "other"})
+    if module in (ppo, ppo_rnn, pqn, pqn_rnn):  # the files known to have such fields
+        assert literal, module.__name__
 
 
 def test_no_clipping_and_certain_values_at_the_edges_are_allowed():

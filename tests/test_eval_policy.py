@@ -76,5 +76,13 @@ def test_a_sampled_evaluation_plays_like_a_random_policy_before_training():
 
 
 def test_an_unknown_eval_policy_is_refused_with_the_choices():
+    # The Config refuses it when built (a field of a few choices) ...
+    with pytest.raises(
+        ConfigError, match="eval_policy = 'mode' \\(choose one of 'greedy', 'sampled'"
+    ):
+        ppo.Config(eval_policy="mode")
+    # ... and the trainer, for a config whose type does not say (a fork's plain `str` field).
+    config = dataclasses.replace(ppo.Config(), total_timesteps=512)
+    object.__setattr__(config, "eval_policy", "mode")
     with pytest.raises(ConfigError, match="eval_policy='mode': choose one of greedy, sampled"):
-        ppo.make_train(ppo.Config(eval_policy="mode"))
+        ppo.make_train(config)
