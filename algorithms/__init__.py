@@ -11,6 +11,7 @@ HOUSE = {
     "ppo_atari": "discrete",
     "dqn": "discrete",
     "pqn": "discrete",
+    "pqn_rnn": "discrete",
     "ppo_continuous": "continuous",
     "sac": "continuous",
     "td3": "continuous",

@@ -175,3 +175,29 @@ def drawn_frames(name: str, seeds: int = 2, steps: int = 1) -> list[np.ndarray]:
         assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 4, "a frame of one or two colours"
     assert any(not np.array_equal(frames[0], f) for f in frames[1:]), "every state drew alike"
     return frames
+
+
+def assert_resume_equals_whole_run(config: Any, make_train: Any, algo: str, run_dir: Path) -> None:
+    """A run stopped after its first interval and resumed from its checkpoint ends as the
+    uninterrupted run of `config` does, bit for bit: every metric and every state array (keys
+    by their bits)."""
+    import equinox as eqx
+    from canter.algorithms import trainer
+
+    def run(**kwargs: Any) -> Any:
+        return trainer.run(config, make_train, algo=algo, verbose=False, **kwargs)
+
+    def data(x: Any) -> Any:
+        return jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+    whole = run()
+    first = run(run_dir=run_dir, checkpoint_every=1, stop_after=1)
+    assert first.summary["intervals"] == 1
+    resumed = run(run_dir=run_dir, resume=True)
+    assert resumed.summary["complete"]
+    for group in ("train", "eval"):
+        for name, value in whole.metrics[group].items():
+            np.testing.assert_array_equal(resumed.metrics[group][name], value, err_msg=name)
+    leaves = [jax.tree.leaves(eqx.filter(r.state, eqx.is_array)) for r in (resumed, whole)]
+    for a, b in zip(*leaves, strict=True):
+        np.testing.assert_array_equal(data(a), data(b))

@@ -101,6 +101,7 @@ def repo_root():
 # 2 s. Only the order changes, never what runs; tests keep their order within a file (xdist
 # keeps the files' order: --no-loadscope-reorder).
 ESTIMATES = {  # node ids, or the start of one
+    "test_pqn_rnn.py::test_memory_solves_cartpole_without_velocities": 600,
     "test_ppo_rnn.py::test_memory_beats_feed_forward_ppo_without_velocities": 280,
     "test_gpu_script.py::test_tiny_run_writes_the_tables_of_its_own_scripts_and_the_summary_o": 275,
     "test_craftax.py::test_ppo_learns_craftax_classic_beyond_random_actions": 245,

@@ -11,7 +11,18 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, ppo_atari, ppo_continuous, ppo_rnn, pqn, sac, td3, trainer
+from canter.algorithms import (
+    dqn,
+    ppo,
+    ppo_atari,
+    ppo_continuous,
+    ppo_rnn,
+    pqn,
+    pqn_rnn,
+    sac,
+    td3,
+    trainer,
+)
 from canter.algorithms.trainer import interval_metrics
 from canter.common.config import ConfigError
 from canter.common.run import checkpoint
@@ -21,7 +32,7 @@ from canter.common.run.rundir import RunDir
 
 from tests.checks import needs
 
-MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_atari, dqn, pqn, sac, td3]
+MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_atari, dqn, pqn, pqn_rnn, sac, td3]
 # ppo_atari's default env is an Atari game: its case needs the atari extra.
 CASES = [pytest.param(m, marks=needs("ale_py", "atari")) if m is ppo_atari else m for m in MODULES]
 

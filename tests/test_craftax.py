@@ -142,11 +142,12 @@ def test_unknown_games_and_pixels_are_refused_naming_the_valid_ones():
 def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
     steps in the paper's 1M configuration (256 envs x 16 steps, lr 3e-4), its 1e9 defaults
-    under `<game>-1e9`; pqn.py's is purejaxql's PQN (docs/notes/craftax-reference.md). All
+    under `<game>-1e9`; pqn.py's is purejaxql's PQN (docs/notes/craftax-reference.md), and
+    pqn_rnn.py's its PQN-RNN. All
     build (nothing compiles) with the shapes they name, and evaluate the sampled policy."""
     import dataclasses
 
-    from canter.algorithms import ppo, ppo_rnn, pqn
+    from canter.algorithms import ppo, ppo_rnn, pqn, pqn_rnn
 
     for module in (ppo, ppo_rnn):
         runs = {"": (256 * 16, 244, 3e-4, 4), "-1e9": (1024 * 64, 15258, 2e-4, 20)}
@@ -178,6 +179,24 @@ def test_the_presets_build_the_reference_runs(game):
     assert [layer.weight.shape[0] for layer in network.layers] == [1024] * 4 + [43]
     assert len(network.norms) == 4
     pqn.make_train(config)
+
+    # pqn_rnn.py's: purejaxql's PQN-RNN (an LSTM of 512 over one layer of 512, no window), at
+    # 1e9 in its own sizes and at 1e6 in PPO's.
+    runs = {"": (256, 16, 244, 4), "-1e9": (1024, 128, 7629, 20)}
+    for suffix, (envs, steps, iterations, evaluations) in runs.items():
+        config = dataclasses.replace(pqn_rnn.Config(), **pqn_rnn.PRESETS[game + suffix])
+        assert (config.num_envs, config.num_steps, config.num_iterations) == (
+            envs,
+            steps,
+            iterations,
+        )
+        assert (config.cell, config.memory_window, config.q_lambda) == ("lstm", 0, 0.5)
+        assert config.eval_every % config.batch_size == 0  # whole iterations
+        train = pqn_rnn.make_train(config)
+        assert train.num_intervals == evaluations and train.env.name == config.env
+    network = pqn_rnn.RecurrentQNetwork(8268, 43, config, jax.random.key(0))
+    assert [layer.weight.shape for layer in network.layers] == [(512, 8268)]
+    assert network.cell.hidden_size == 512 and network.cell.input_size == 512 + 43
 
 
 @pytest.mark.slow  # two Craftax programs compile: about a minute on 2 cores

@@ -18,6 +18,7 @@ from tests.checks import (
     assert_episodes_read_and_cleared,
     assert_evaluates_and_renders,
     assert_refused_before_compiling,
+    assert_resume_equals_whole_run,
     cli_run,
     needs,
 )
@@ -248,22 +249,7 @@ def test_seeds_differ(vmapped):
 
 @pytest.mark.slow  # three runs of the tiny config compile and train
 def test_a_resumed_run_equals_the_whole_run_bit_for_bit(tmp_path):
-    import equinox as eqx
-
-    def run(**kwargs):
-        return trainer.run(TINY, fast_td3.make_train, algo="fast_td3", verbose=False, **kwargs)
-
-    whole = run()
-    first = run(run_dir=tmp_path, checkpoint_every=1, stop_after=1)
-    assert first.summary["intervals"] == 1
-    resumed = run(run_dir=tmp_path, resume=True)
-    assert resumed.summary["complete"]
-    for group in ("train", "eval"):
-        for name, value in whole.metrics[group].items():
-            np.testing.assert_array_equal(resumed.metrics[group][name], value, err_msg=name)
-    leaves = [jax.tree.leaves(eqx.filter(r.state, eqx.is_inexact_array)) for r in (resumed, whole)]
-    for a, b in zip(*leaves, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_resume_equals_whole_run(TINY, fast_td3.make_train, "fast_td3", tmp_path)
 
 
 # --- command line

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, ppo_rnn, pqn
+from canter.algorithms import dqn, ppo, ppo_rnn, pqn, pqn_rnn
 from canter.common.blocks import masking
 from canter.common.envs import make_env, vector_mask
 from canter.common.run.evaluation import run_episodes
@@ -146,12 +146,27 @@ PROBE_CONFIGS = {
         num_eval_envs=2,
         hidden_size=32,
     ),
+    "pqn_rnn": pqn_rnn.Config(
+        env="ProbeMasked",
+        total_timesteps=16 * 8 * 30,
+        num_envs=16,
+        num_steps=8,
+        memory_window=2,
+        num_minibatches=2,
+        learning_rate=3e-3,
+        anneal_lr=False,
+        reward_scale=1.0,
+        eval_every=16 * 8 * 10,
+        num_eval_envs=2,
+        hidden_size=32,
+        num_layers=1,
+    ),
 }
-MODULES = {"ppo": ppo, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn}
+MODULES = {"ppo": ppo, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn, "pqn_rnn": pqn_rnn}
 
 
 # ppo and dqn in the default tier; the recurrent and PQN programs (7-15 s each) in the slow one.
-SLOW_ALGOS = {"ppo_rnn", "pqn"}
+SLOW_ALGOS = {"ppo_rnn", "pqn", "pqn_rnn"}
 
 
 @pytest.mark.parametrize(
