@@ -8,6 +8,7 @@ copy checks (tests/test_copies.py) and the CLI's "use ... instead" hint read it.
 HOUSE = {
     "ppo": "discrete",
     "ppo_rnn": "discrete",
+    "ppo_rnd": "discrete",
     "ppo_atari": "discrete",
     "dqn": "discrete",
     "pqn": "discrete",

@@ -327,6 +327,17 @@ def learning_rate_schedule(config: Config) -> optax.ScalarOrSchedule:
     )
 
 
+def act(
+    state: TrainState,
+    obs: Float[Array, "n ..."],
+    mask: Array | None = None,
+    key: PRNGKeyArray | None = None,
+) -> Array:
+    """The most likely valid action under the policy, or with `key` a draw from it."""
+    logits = jax.vmap(state.model.logits)(obs)
+    return masked_argmax(logits, mask) if key is None else sample_masked(key, logits, mask)[0]
+
+
 def make_train(config: Config) -> trainer.Train:
     """Validate `config` and build the pure training run."""
     check_divides(config, "num_envs * num_steps", config.batch_size, "num_minibatches")
@@ -422,16 +433,6 @@ def make_train(config: Config) -> trainer.Train:
             "explained_variance": 1.0 - residual / jnp.maximum(jnp.var(returns), 1e-8),
         }
         return TrainState(model, opt_state, env_state, obs, key), metrics
-
-    def act(
-        state: TrainState,
-        obs: Float[Array, "n ..."],
-        mask: Array | None = None,
-        key: PRNGKeyArray | None = None,
-    ) -> Array:
-        """The most likely valid action under the policy, or with `key` a draw from it."""
-        logits = jax.vmap(state.model.logits)(obs)
-        return masked_argmax(logits, mask) if key is None else sample_masked(key, logits, mask)[0]
 
     return trainer.Train.from_config(
         config,

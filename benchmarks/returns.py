@@ -81,11 +81,12 @@ CLEANRL = {
 }
 # Craftax: the README's score is the return as a percentage of the maximum (226 points in
 # Craftax, 22 in Classic: one per achievement, weighted); its table at 1e6 env steps,
-# Craftax-Symbolic: PPO 2.2%, PPO-RNN 2.3% (Craftax_Baselines' settings).
+# Craftax-Symbolic: PPO 2.2%, PPO-RNN 2.3%, RND 2.2% (Craftax_Baselines' settings).
 CRAFTAX_MAX = {"craftax:Craftax-Symbolic-v1": 226.0, "craftax:Craftax-Classic-Symbolic-v1": 22.0}
 CRAFTAX_PUBLISHED = {
     ("ppo", "craftax:Craftax-Symbolic-v1"): (2.2, 1_000_000, "Craftax README, PPO"),
     ("ppo_rnn", "craftax:Craftax-Symbolic-v1"): (2.3, 1_000_000, "Craftax README, PPO-RNN"),
+    ("ppo_rnd", "craftax:Craftax-Symbolic-v1"): (2.2, 1_000_000, "Craftax README, RND"),
 }
 # MuJoCo Playground's DM Control results are curves (its technical report, arXiv 2502.08844):
 # these are the final points of its PPO and SAC mean curves as read off the figures by a third

@@ -164,7 +164,16 @@ class ProbeContinuousAction(Probe):
         return reward, jnp.array(True), state.obs
 
 
+class ProbeConstantOne(ProbeConstant):
+    """ProbeConstant seen as observation 1: an input that zero-bias networks (ppo_rnd.py's
+    target and predictor) do not map to zero."""
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.ones((), jnp.float32)
+
+
 PROBES = [ProbeConstant, ProbeObsReward, ProbeDiscount, ProbeAction, ProbeTimeLimit]
+PROBES += [ProbeConstantOne]
 PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousTimeLimit]
 PROBES += [ProbeContinuousAction]
 

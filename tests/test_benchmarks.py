@@ -218,7 +218,8 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "script", ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco", "craftax", "replay"]
+    "script",
+    ["ppo", "dqn", "offpolicy", "minatar", "dp", "host", "mujoco", "craftax", "replay", "frontier"],
 )
 def test_speed_scripts_show_help_without_the_peers(repo_root, script):
     """Each comparison loads and explains itself without rejax, sbx or MuJoCo installed (the
@@ -841,3 +842,21 @@ def test_the_atari_table_reads_cleanrl_at_canters_interval_ends(tmp_path):
     write_json(results / "returns_again" / f"ppo_atari__{game}.json", again)
     with pytest.raises(SystemExit, match="seed 1 in"):
         atari_peer.table(out, results)
+
+
+def test_the_frontier_table_sets_each_algorithm_beside_ppo_rnn_within_each_round():
+    from benchmarks import speed_frontier
+
+    def run(speed, compile_s=90.0, rss=4000.0):
+        return {"steps_per_s": speed, "compile_s": compile_s, "peak_rss_mb": rss}
+
+    rounds = [
+        {"ppo_rnn": run(800.0), "ppo_rnd": run(600.0), "pqn_rnn": run(400.0)},
+        {"ppo_rnn": run(400.0), "ppo_rnd": run(320.0), "pqn_rnn": run(100.0)},  # a busy round
+    ]
+    text = speed_frontier.table(rounds, ("ppo_rnn", "ppo_rnd", "pqn_rnn"))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
+    assert "| 1.00 (1.00, 1.00) |" in rows["ppo_rnn"]
+    assert "600 (600, 320)" not in rows["ppo_rnd"] and "460 (600, 320)" in rows["ppo_rnd"]
+    assert "0.78 (0.75, 0.80)" in rows["ppo_rnd"]  # per round, never 600 / 400
+    assert "0.38 (0.50, 0.25)" in rows["pqn_rnn"]

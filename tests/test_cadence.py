@@ -16,6 +16,7 @@ from canter.algorithms import (
     ppo,
     ppo_atari,
     ppo_continuous,
+    ppo_rnd,
     ppo_rnn,
     pqn,
     pqn_rnn,
@@ -32,7 +33,7 @@ from canter.common.run.rundir import RunDir
 
 from tests.checks import needs
 
-MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_atari, dqn, pqn, pqn_rnn, sac, td3]
+MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_rnd, ppo_atari, dqn, pqn, pqn_rnn, sac, td3]
 # ppo_atari's default env is an Atari game: its case needs the atari extra.
 CASES = [pytest.param(m, marks=needs("ale_py", "atari")) if m is ppo_atari else m for m in MODULES]
 

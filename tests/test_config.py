@@ -14,6 +14,7 @@ from canter.algorithms import (
     fast_td3,
     ppo,
     ppo_continuous,
+    ppo_rnd,
     ppo_rnn,
     pqn,
     pqn_rnn,
@@ -24,7 +25,7 @@ from canter.common.config import ConfigError, Range
 from canter.common.run.batch import float_fields, make_batch
 from canter.common.run.rundir import RunDir, config_record
 
-ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, pqn_rnn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnd, ppo_rnn, pqn, pqn_rnn, sac, td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])
@@ -66,7 +67,7 @@ def test_every_field_of_a_few_choices_refuses_another(module):
             dataclasses.replace(module.Config(), **{name: choice})
         with pytest.raises(ConfigError, match=rf"Not one of the choices: {name} = 'other'"):
             dataclasses.replace(module.Config(), **{name: "other"})
-    if module in (ppo, ppo_rnn, pqn, pqn_rnn):  # the files known to have such fields
+    if module in (ppo, ppo_rnd, ppo_rnn, pqn, pqn_rnn):  # the files known to have such fields
         assert literal, module.__name__
 
 

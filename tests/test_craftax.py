@@ -143,11 +143,11 @@ def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
     steps in the paper's 1M configuration (256 envs x 16 steps, lr 3e-4), its 1e9 defaults
     under `<game>-1e9`; pqn.py's is purejaxql's PQN (docs/notes/craftax-reference.md), and
-    pqn_rnn.py's its PQN-RNN. All
+    pqn_rnn.py's its PQN-RNN; ppo_rnd.py's CB's PPO-RND (its 1M sweep at lr 2e-4). All
     build (nothing compiles) with the shapes they name, and evaluate the sampled policy."""
     import dataclasses
 
-    from canter.algorithms import ppo, ppo_rnn, pqn, pqn_rnn
+    from canter.algorithms import ppo, ppo_rnd, ppo_rnn, pqn, pqn_rnn
 
     for module in (ppo, ppo_rnn):
         runs = {"": (256 * 16, 244, 3e-4, 4), "-1e9": (1024 * 64, 15258, 2e-4, 20)}
@@ -197,6 +197,21 @@ def test_the_presets_build_the_reference_runs(game):
     network = pqn_rnn.RecurrentQNetwork(8268, 43, config, jax.random.key(0))
     assert [layer.weight.shape for layer in network.layers] == [(512, 8268)]
     assert network.cell.hidden_size == 512 and network.cell.input_size == 512 + 43
+
+    # ppo_rnd.py's: CB's PPO-RND, at 1e6 in its RND 1M sweep's sizes (lr 2e-4), at 1e9 in its own.
+    runs = {"": (4096, 244, 4), "-1e9": (65536, 15258, 20)}
+    for suffix, (batch, iterations, evaluations) in runs.items():
+        config = dataclasses.replace(ppo_rnd.Config(), **ppo_rnd.PRESETS[game + suffix])
+        assert (config.batch_size, config.num_iterations) == (batch, iterations)
+        assert (config.learning_rate, config.int_coef, config.int_gamma) == (2e-4, 0.01, 0.99)
+        assert not (config.norm_int_reward or config.norm_rnd_obs or config.int_episodic)
+        assert config.eval_policy == "sampled" and config.eval_every % config.batch_size == 0
+        train = ppo_rnd.make_train(config)
+        assert train.num_intervals == evaluations and train.env.name == config.env
+    target = jax.eval_shape(train.init, jax.random.key(0)).rnd.target
+    shapes = [layer.weight.shape for layer in target.layers]
+    obs_dim = int(np.prod(train.env.observation_space(train.env_params).shape))  # 8268, 1345
+    assert shapes == [(256, obs_dim)] + [(256, 256)] * 2 + [(512, 256)]
 
 
 @pytest.mark.slow  # two Craftax programs compile: about a minute on 2 cores

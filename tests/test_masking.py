@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, ppo_rnn, pqn, pqn_rnn
+from canter.algorithms import dqn, ppo, ppo_rnd, ppo_rnn, pqn, pqn_rnn
 from canter.common.blocks import masking
 from canter.common.envs import make_env, vector_mask
 from canter.common.run.evaluation import run_episodes
@@ -107,6 +107,16 @@ PROBE_CONFIGS = {
         learning_rate=3e-3,
         eval_every=8 * 16 * 10,
     ),
+    "ppo_rnd": ppo_rnd.Config(
+        env="ProbeMasked",
+        total_timesteps=8 * 16 * 30,
+        num_envs=8,
+        num_steps=16,
+        learning_rate=3e-3,
+        eval_every=8 * 16 * 10,
+        rnd_hidden_size=16,
+        rnd_output_size=8,
+    ),
     "ppo_rnn": ppo_rnn.Config(
         env="ProbeMasked",
         total_timesteps=8 * 16 * 30,
@@ -162,11 +172,13 @@ PROBE_CONFIGS = {
         num_layers=1,
     ),
 }
-MODULES = {"ppo": ppo, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn, "pqn_rnn": pqn_rnn}
+MODULES = {"ppo": ppo, "ppo_rnd": ppo_rnd, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn}
+MODULES["pqn_rnn"] = pqn_rnn
 
 
-# ppo and dqn in the default tier; the recurrent and PQN programs (7-15 s each) in the slow one.
-SLOW_ALGOS = {"ppo_rnn", "pqn", "pqn_rnn"}
+# ppo and dqn in the default tier; the RND, recurrent and PQN programs (7-15 s each) in the slow
+# one.
+SLOW_ALGOS = {"ppo_rnd", "ppo_rnn", "pqn", "pqn_rnn"}
 
 
 @pytest.mark.parametrize(

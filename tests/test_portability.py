@@ -4,10 +4,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, fast_td3, ppo, ppo_continuous, ppo_rnn, pqn, pqn_rnn, sac, td3
+from canter.algorithms import (
+    dqn,
+    fast_td3,
+    ppo,
+    ppo_continuous,
+    ppo_rnd,
+    ppo_rnn,
+    pqn,
+    pqn_rnn,
+    sac,
+    td3,
+)
 from canter.common.blocks.initializers import orthogonal
 
-ALGORITHMS = [dqn, fast_td3, pqn, pqn_rnn, ppo, ppo_continuous, ppo_rnn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, pqn, pqn_rnn, ppo, ppo_continuous, ppo_rnd, ppo_rnn, sac, td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])

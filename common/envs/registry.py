@@ -153,6 +153,16 @@ def _cartpole_no_velocity() -> tuple[Any, Any]:
     return ObservationSubset(env, (0, 2)), params
 
 
+def _deep_sea_16() -> tuple[Any, Any]:
+    """bsuite's DeepSea at size 16 (gymnax's `DeepSea-bsuite` is size 8): the treasure lies
+    16 right moves away, each of them costs, so a dithering policy finds it once in 65,536
+    episodes and learns to stay left; an exploration task (ppo_rnd.py)."""
+    from gymnax.environments.bsuite.deep_sea import DeepSea
+
+    env = DeepSea(size=16)
+    return env, env.default_params
+
+
 def register_env(name: str, factory: Callable[[], tuple[Any, Any]]) -> None:
     """Make a non-gymnax environment (a probe, your own task) available to `make_env`."""
     _EXTRA_ENVS[name] = factory
@@ -160,6 +170,7 @@ def register_env(name: str, factory: Callable[[], tuple[Any, Any]]) -> None:
 
 
 _EXTRA_ENVS["CartPole-v1-NoVelocity"] = _cartpole_no_velocity
+_EXTRA_ENVS["DeepSea-bsuite-16"] = _deep_sea_16
 
 
 def env_names() -> list[str]:
