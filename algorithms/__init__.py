@@ -9,6 +9,7 @@ HOUSE = {
     "ppo": "discrete",
     "ppo_rnn": "discrete",
     "ppo_rnd": "discrete",
+    "ppo_trxl": "discrete",
     "ppo_atari": "discrete",
     "dqn": "discrete",
     "pqn": "discrete",

@@ -172,8 +172,16 @@ class ProbeConstantOne(ProbeConstant):
         return jnp.ones((), jnp.float32)
 
 
+class ProbeTimeLimitOne(ProbeTimeLimit):
+    """ProbeTimeLimit seen as observation 1: from observation 0 every activation of a network
+    of zero-init biases and ReLUs (ppo_trxl.py's) is 0, where ReLU passes no gradient."""
+
+    def first_obs(self, key: jax.Array) -> jax.Array:
+        return jnp.ones((), jnp.float32)
+
+
 PROBES = [ProbeConstant, ProbeObsReward, ProbeDiscount, ProbeAction, ProbeTimeLimit]
-PROBES += [ProbeConstantOne]
+PROBES += [ProbeConstantOne, ProbeTimeLimitOne]
 PROBES += [ProbeContinuous, ProbeClock, ProbeContinuousClock, ProbeContinuousTimeLimit]
 PROBES += [ProbeContinuousAction]
 

@@ -18,6 +18,7 @@ from canter.algorithms import (
     ppo_continuous,
     ppo_rnd,
     ppo_rnn,
+    ppo_trxl,
     pqn,
     pqn_rnn,
     sac,
@@ -33,7 +34,7 @@ from canter.common.run.rundir import RunDir
 
 from tests.checks import needs
 
-MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_rnd, ppo_atari, dqn, pqn, pqn_rnn, sac, td3]
+MODULES = [ppo, ppo_continuous, ppo_rnn, ppo_rnd, ppo_trxl, ppo_atari, dqn, pqn, pqn_rnn, sac, td3]
 # ppo_atari's default env is an Atari game: its case needs the atari extra.
 CASES = [pytest.param(m, marks=needs("ale_py", "atari")) if m is ppo_atari else m for m in MODULES]
 

@@ -16,6 +16,7 @@ from canter.algorithms import (
     ppo_continuous,
     ppo_rnd,
     ppo_rnn,
+    ppo_trxl,
     pqn,
     pqn_rnn,
     sac,
@@ -25,7 +26,8 @@ from canter.common.config import ConfigError, Range
 from canter.common.run.batch import float_fields, make_batch
 from canter.common.run.rundir import RunDir, config_record
 
-ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnd, ppo_rnn, pqn, pqn_rnn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, ppo, ppo_continuous, ppo_rnd, ppo_rnn, ppo_trxl, pqn, pqn_rnn, sac]
+ALGORITHMS += [td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])
@@ -67,7 +69,14 @@ def test_every_field_of_a_few_choices_refuses_another(module):
             dataclasses.replace(module.Config(), **{name: choice})
         with pytest.raises(ConfigError, match=rf"Not one of the choices: {name} = 'other'"):
             dataclasses.replace(module.Config(), **{name: "other"})
-    if module in (ppo, ppo_rnd, ppo_rnn, pqn, pqn_rnn):  # the files known to have such fields
+    if module in (
+        ppo,
+        ppo_rnd,
+        ppo_rnn,
+        ppo_trxl,
+        pqn,
+        pqn_rnn,
+    ):  # the files known to have such fields
         assert literal, module.__name__
 
 

@@ -11,6 +11,7 @@ from canter.algorithms import (
     ppo_continuous,
     ppo_rnd,
     ppo_rnn,
+    ppo_trxl,
     pqn,
     pqn_rnn,
     sac,
@@ -18,7 +19,8 @@ from canter.algorithms import (
 )
 from canter.common.blocks.initializers import orthogonal
 
-ALGORITHMS = [dqn, fast_td3, pqn, pqn_rnn, ppo, ppo_continuous, ppo_rnd, ppo_rnn, sac, td3]
+ALGORITHMS = [dqn, fast_td3, pqn, pqn_rnn, ppo, ppo_continuous, ppo_rnd, ppo_rnn, ppo_trxl]
+ALGORITHMS += [sac, td3]
 
 
 @pytest.mark.parametrize("module", ALGORITHMS, ids=lambda m: m.__name__.split(".")[-1])

@@ -1,0 +1,312 @@
+"""PPO with Transformer-XL memory: the attention against a loop, the memory window and episode
+boundaries, chunked replay against the rollout, probes, invariants, CLI, resume and learning."""
+
+import dataclasses
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from canter.algorithms import ppo, trainer
+from canter.algorithms import ppo_trxl as pt
+from canter.common.blocks.transformer import GRUGate, RelativeAttention, distance_codes
+
+from tests.checks import (
+    assert_episodes_read_and_cleared,
+    assert_evaluates_and_renders,
+    assert_refused_before_compiling,
+    assert_resume_equals_whole_run,
+    cli_run,
+)
+from tests.test_invariants import assert_trees_close, counting
+
+TINY = pt.Config(
+    total_timesteps=4 * 16 * 6,
+    num_envs=4,
+    num_steps=16,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_every=4 * 16 * 2,
+    num_eval_envs=2,
+    embed_size=16,
+    num_heads=2,
+    memory_len=8,
+    grad_chunk=8,
+)
+
+
+def model(key=0, memory_len=6, obs_dim=3, **overrides):
+    config = pt.Config(embed_size=16, num_heads=2, memory_len=memory_len, **overrides)
+    return pt.TransformerActorCritic(obs_dim, 2, config, jax.random.key(key)), config
+
+
+def perturbed(x, key):
+    """`x` with every entry moved, so that a change anywhere would show."""
+    return x + jax.random.normal(jax.random.key(key), x.shape)
+
+
+# --- the attention and the gates
+
+
+def test_relative_attention_matches_a_loop():
+    dim, heads, size = 8, 2, 4
+    attention = RelativeAttention(dim, heads, jax.random.key(0))
+    # Nonzero content and position biases, so that both terms count.
+    attention = eqx.tree_at(
+        lambda a: (a.u, a.v),
+        attention,
+        (perturbed(attention.u, 1), perturbed(attention.v, 2)),
+    )
+    queries = jax.random.normal(jax.random.key(3), (2, dim))
+    keys = jax.random.normal(jax.random.key(4), (5, dim))
+    codes = distance_codes(4, dim)
+    distance = jnp.array([[3, 2, 1, 0, -1], [4, 3, 2, 1, 0]])
+    valid = (distance >= 0) & (distance <= jnp.array([[2], [3]]))
+    out = attention(queries, keys, codes, distance, valid)
+
+    a = jax.tree.map(np.asarray, attention)
+    queries, keys, codes = np.asarray(queries), np.asarray(keys), np.asarray(codes)
+    expected = np.zeros((2, heads * size))
+    for i in range(2):
+        for h in range(heads):
+            cols = slice(h * size, (h + 1) * size)
+            q = (a.query.weight @ queries[i] + a.query.bias)[cols]
+            logits, values = [], []
+            for j in range(5):
+                if not valid[i, j]:
+                    continue
+                k = (a.key.weight @ keys[j] + a.key.bias)[cols]
+                r = (a.position.weight @ codes[int(distance[i, j])])[cols]
+                logits.append(((q + a.u[h]) @ k + (q + a.v[h]) @ r) / np.sqrt(size))
+                values.append((a.value.weight @ keys[j] + a.value.bias)[cols])
+            weights = np.exp(np.array(logits) - max(logits))
+            expected[i, cols] = (weights / weights.sum()) @ np.array(values)
+    expected = expected @ a.out.weight.T + a.out.bias
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_distance_codes_are_transformer_xl_sinusoids():
+    codes = distance_codes(5, 6)
+    inv_freq = 1.0 / 10_000 ** (np.arange(0, 6, 2) / 6)
+    np.testing.assert_allclose(
+        codes[3], np.concatenate([np.sin(3 * inv_freq), np.cos(3 * inv_freq)]), rtol=1e-6
+    )
+    assert distance_codes(5, 7).shape == (5, 7)  # an odd width is cut, not refused
+
+
+def test_gate_starts_near_the_stream_and_opens_to_the_branch():
+    x, y = jax.random.normal(jax.random.key(0), (2, 3, 8))
+    closed = GRUGate(8, 50.0, jax.random.key(1))
+    np.testing.assert_allclose(closed(x, y), x, atol=1e-6)  # z = 0: the residual stream alone
+    opened = eqx.tree_at(lambda g: g.bias, closed, jnp.full(8, -50.0))
+    out = opened(x, y)  # z = 1: the candidate tanh(W_g y + U_g (r x)) alone
+    w_g = opened.from_branch.weight[16:]
+    r = jax.nn.sigmoid(y @ opened.from_branch.weight[:8].T + x @ opened.from_stream.weight[:8].T)
+    np.testing.assert_allclose(
+        out, jnp.tanh(y @ w_g.T + (r * x) @ opened.candidate.weight.T), atol=1e-5
+    )
+
+
+# --- the memory
+
+
+def test_a_step_sees_its_episode_within_the_window_and_nothing_else():
+    net, config = model()
+    memory = jax.random.normal(jax.random.key(1), (6, config.num_layers, 16))
+    obs = jax.random.normal(jax.random.key(2), (3, 3))
+    age = jnp.array([2, 3, 4])  # three steps of one episode that began two steps before
+    inputs, logits, values = net(memory, obs, age)
+    # Cached steps of earlier episodes (rows 0-3 of the memory: beyond age 2) change nothing.
+    older = memory.at[:4].set(perturbed(memory[:4], 3))
+    np.testing.assert_allclose(net(older, obs, age)[1], logits, rtol=1e-5, atol=1e-6)
+    # A step of the episode (row 4) changes every step.
+    within = memory.at[4].set(perturbed(memory[4], 4))
+    moved = np.abs(net(within, obs, age)[0][:, 1] - inputs[:, 1]).max(axis=1)  # layer 0's output
+    assert np.all(moved > 1e-3), moved
+    # A later step never changes an earlier one.
+    later = obs.at[2].set(perturbed(obs[2], 5))
+    _, late_logits, late_values = net(memory, later, age)
+    np.testing.assert_allclose(late_logits[:2], logits[:2], rtol=1e-5, atol=1e-6)
+    assert abs(float(late_values[2] - values[2])) > 1e-5
+    # A step's layer-0 input is its embedded observation.
+    np.testing.assert_allclose(inputs[:, 0], obs @ net.embed.weight.T + net.embed.bias, rtol=1e-5)
+
+
+def rollout_by_steps(net, memory, obs, first, memory_len):
+    """Logits, values and layer inputs of one env stepped one observation at a time, as the
+    rollout steps (a batch of one env), with the ages written out by hand."""
+    logits, values, inputs, ages, age = [], [], [], [], 0
+    for t in range(obs.shape[0]):
+        age = 0 if first[t] else min(age + 1, memory_len)
+        ages.append(age)
+        memory, _, step_logits, value = pt.step_envs(
+            net, memory[None], obs[t][None], jnp.array([age])
+        )
+        memory = memory[0]
+        logits.append(step_logits[0])
+        values.append(value[0])
+        inputs.append(memory[-1])
+    return np.array(logits), np.array(values), jnp.stack(inputs), jnp.array(ages)
+
+
+@pytest.mark.parametrize("grad_chunk", [4, 8, 16])
+def test_chunked_replay_reproduces_the_rollout(grad_chunk):
+    net, config = model(memory_len=6)
+    memory = jax.random.normal(jax.random.key(1), (6, config.num_layers, 16))
+    obs = jax.random.normal(jax.random.key(2), (16, 3))
+    first = np.zeros(16, bool)
+    first[[0, 5, 6, 14]] = True  # a one-step episode (5), one longer than the window (6-13)
+    first[0] = False  # the rollout starts mid-episode, from its memory
+    logits, values, inputs, ages = rollout_by_steps(net, memory, obs, first, 6)
+    assert int(ages[0]) == 1 and int(ages[13]) == 6
+    history = jnp.concatenate([memory, inputs])
+    replayed_logits, replayed_values = pt.replay(net, history, obs, ages, grad_chunk)
+    np.testing.assert_allclose(replayed_logits, logits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(replayed_values, values, rtol=1e-5, atol=1e-6)
+    # The replay reads the history it is given: a history cut one step off does not match.
+    shifted = jnp.concatenate([memory[1:], inputs, inputs[-1:]])
+    wrong, _ = pt.replay(net, shifted, obs, ages, grad_chunk)
+    assert np.abs(np.asarray(wrong) - logits).max() > 1e-4
+
+
+# --- probes
+
+
+def train_probe(env: str, gamma: float = 0.99, steps: int = 60, memory_len: int = 8):
+    config = pt.Config(
+        env=env,
+        total_timesteps=8 * 16 * steps,
+        num_envs=8,
+        num_steps=16,
+        num_minibatches=2,
+        learning_rate=3e-3,
+        gamma=gamma,
+        eval_every=8 * 16 * (steps // 3),
+        embed_size=32,
+        memory_len=memory_len,
+        grad_chunk=16,
+    )
+    return jax.jit(pt.make_train(config))(jax.random.key(0))
+
+
+def first_value(state, obs, memory_len=8):
+    memory = jnp.zeros((1, memory_len, 2, 32))
+    *_, value = pt.step_envs(state.model, memory, jnp.array([[obs]], jnp.float32), jnp.array([0]))
+    return float(value[0])
+
+
+@pytest.mark.slow  # 20-40 s on 2 busy cores: programs compiled for this test alone
+def test_time_limit_is_not_a_termination():
+    # A memory of one step: a longer one counts the steps of the episode, so the step after the
+    # limit (age 3, whose value the bootstrap reads) is one no episode reaches and learns.
+    state, _ = train_probe("ProbeTimeLimitOne", gamma=0.5, memory_len=1)
+    v = first_value(state, 1.0, memory_len=1)
+    # Bootstrapping through the limit: V = 1 / (1 - gamma) = 2; as a termination about 1.42.
+    assert v == pytest.approx(2.0, abs=0.1)
+
+
+@pytest.mark.slow  # 30-60 s on 2 busy cores: two runs compile and train
+def test_memory_probe_is_solved_only_with_memory():
+    _, metrics = train_probe("ProbeMemory", steps=90)
+    assert float(metrics["eval"]["episodic_return"][-1]) == 1.0
+    assert float(metrics["train"]["episodic_return"][-1]) > 0.9
+    config = ppo.Config(  # the feed-forward PPO cannot beat chance (0.5) on it
+        env="ProbeMemory",
+        total_timesteps=8 * 16 * 90,
+        num_envs=8,
+        num_steps=16,
+        learning_rate=3e-3,
+        eval_every=8 * 16 * 30,
+    )
+    _, ff_metrics = jax.jit(ppo.make_train(config))(jax.random.key(0))
+    assert float(ff_metrics["train"]["episodic_return"][-1]) < 0.7
+
+
+@pytest.mark.slow  # 15-30 s on 2 busy cores
+def test_replay_with_unchanged_parameters_gives_ratio_one():
+    config = dataclasses.replace(TINY, num_steps=32, grad_chunk=8, learning_rate=0.0)
+    train = pt.make_train(config)
+    state = jax.jit(train.init)(jax.random.key(0))
+    # Large logits, so a wrong memory shows in the log-probabilities.
+    state = eqx.tree_at(
+        lambda s: s.model.actor.layers[-1].weight, state, replace_fn=lambda w: w * 300
+    )
+    step = jax.jit(train.step)
+    for i in range(3):  # later rollouts start mid-episode, from a carried memory
+        state, metrics = step(state, i)
+        assert float(metrics["entropy"]) < 0.68  # logits far from uniform
+        assert float(metrics["approx_kl"]) < 1e-6 and float(metrics["clipfrac"]) == 0.0
+
+
+# --- invariants
+
+
+@pytest.fixture(scope="module")
+def traced():
+    """A compiled vmapped run, its output for seeds 0-2 and the counts of traces so far."""
+    train, counts = counting(pt.make_train(TINY))
+    compiled = jax.jit(jax.vmap(train))
+    return compiled, compiled(trainer.seed_keys(0, 3)), counts
+
+
+def test_every_state_leaf_is_an_array(traced):
+    assert_episodes_read_and_cleared(*traced[1])
+    for leaf in jax.tree.leaves(traced[1]):
+        assert isinstance(leaf, jax.Array), type(leaf)
+    state, _ = traced[1]
+    assert state.memory.shape == (3, 4, 8, 2, 16)  # seeds, envs, memory_len, layers, embed
+    assert bool(jnp.all((state.age >= 0) & (state.age <= 8)))
+
+
+def test_train_traces_once(traced):
+    compiled, _, counts = traced
+    compiled(trainer.seed_keys(5, 3))
+    assert counts == {"step": 1, "act": 1}
+
+
+@pytest.mark.slow  # 15-30 s on 2 busy cores: programs compiled for this test alone
+def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
+    vmapped = traced[1]
+    single = jax.jit(pt.make_train(TINY))(jax.random.key(1))
+    assert_trees_close(jax.tree.map(lambda x: x[1], vmapped), single)
+    state, metrics = vmapped
+    assert not np.allclose(state.model.embed.weight[0], state.model.embed.weight[1])
+    assert not np.allclose(state.memory[0], state.memory[1])
+    expected = {"episodic_return", "policy_loss", "value_loss", "entropy", "approx_kl"}
+    assert expected <= set(metrics["train"])
+
+
+# --- command line and resume
+
+
+@pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
+def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "run"
+    args = ["--total-timesteps", "2048", "--eval-every", "1024", "--num-eval-envs", "2"]
+    args += ["--embed-size", "16", "--memory-len", "8", "--num-seeds", "2"]
+    done = cli_run("ppo_trxl", monkeypatch, capsys, *args, "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["algo"] == "ppo_trxl" and summary["env"] == "CartPole-v1"
+    assert len(summary["eval_return"]) == 2 and summary["env_steps"] == 2048
+    assert_evaluates_and_renders(run_dir, tmp_path / "episode.gif", 2)
+
+
+@pytest.mark.slow  # three runs of the tiny config compile and train
+def test_a_resumed_run_equals_the_whole_run_bit_for_bit(tmp_path):
+    assert_resume_equals_whole_run(TINY, pt.make_train, "ppo_trxl", tmp_path)
+
+
+BAD_INPUT = [
+    (["--env", "Pendulum-v1"], ["continuous action space", "algorithms/ppo_continuous.py"]),
+    (["--grad-chunk", "48"], ["num_steps = 128", "grad_chunk = 48"]),
+    (["--num-heads", "3"], ["embed_size = 64", "num_heads = 3"]),
+]
+
+
+@pytest.mark.parametrize("args, needles", BAD_INPUT)
+def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, needles):
+    check = (tmp_path, monkeypatch, capsys)
+    assert_refused_before_compiling("ppo_trxl", args, needles, *check)
