@@ -14,10 +14,11 @@
 #      its 150,000 vector steps and 2 of its 30 evaluations, one seed: the return and the wall
 #      time at that point of FastTD3's curve (its code logs wall time; what is reachable here
 #      of its paper publishes none for CheetahRun)
-#   5. craftax-1e9: pqn_rnn's and ppo_rnd's Craftax-Symbolic-v1-1e9 presets (purejaxql's
-#      PQN-RNN, Craftax_Baselines' PPO-RND at their 1e9 sizes) for 20,054,016 env steps, one
+#   5. craftax-1e9: pqn_rnn's, ppo_rnd's and ppo_trxl's Craftax-Symbolic-v1-1e9 presets
+#      (purejaxql's PQN-RNN, Craftax_Baselines' PPO-RND, TransformerXL_PPO_JAX's PPO-TrXL at
+#      their 1e9 sizes) for 20,054,016 env steps, one
 #      seed each, one evaluation at the end: the first 2% of their 1e9 runs (README at 1e9:
-#      PQN-RNN 16.0%, RND 12.0%), what fits the 10 minutes beside the steps above (a guess
+#      PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%), what fits the 10 minutes beside the steps above (a guess
 #      until a GPU has run it: the wall times will say)
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
@@ -38,7 +39,7 @@ only=""
 steps="craftax brax-hopper dm-control fast-td3 craftax-1e9"
 steps="$steps craftax:ppo craftax:ppo_rnn brax-hopper:ppo_continuous brax-hopper:sac"
 steps="$steps brax-hopper:td3 dm-control:ppo_continuous fast-td3:fast_td3"  # rows: STEP:ALGO
-steps="$steps craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd"
+steps="$steps craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd craftax-1e9:ppo_trxl"
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu_suites.sh "$@"
@@ -62,11 +63,12 @@ if ((tiny)); then
     fast="total_timesteps=2048 eval_every=1024 num_eval_envs=2 num_envs=16 batch_size=256"
     fast="$fast buffer_size=64 learning_starts=0 actor_hidden=16 critic_hidden=16"
     frontier="$craftax"
+    trxl="grad_chunk=32"  # a chunk that divides the tiny rollout
 else
     seeds=4 craftax="" hopper="" hopper_off="" dm=""
     fast="total_timesteps=10240000"
-    # 153 iterations of pqn_rnn's 131,072 env steps, 306 of ppo_rnd's 65,536
-    frontier="total_timesteps=20054016 eval_every=20054016"
+    # 153 iterations of pqn_rnn's and ppo_trxl's 131,072 env steps, 306 of ppo_rnd's 65,536
+    frontier="total_timesteps=20054016 eval_every=20054016" trxl=""
 fi
 
 step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
@@ -109,4 +111,6 @@ step fast-td3 fast_td3 CheetahRun 1 1 $fast
 step craftax-1e9 pqn_rnn Craftax-Symbolic-v1-1e9 1 1 $frontier
 # shellcheck disable=SC2086
 step craftax-1e9 ppo_rnd Craftax-Symbolic-v1-1e9 1 1 $frontier
+# shellcheck disable=SC2086
+step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
 echo "gpu_suites.sh: done in ${SECONDS} s, rows in $rows" >&2
