@@ -15,10 +15,11 @@ inputs of the memory_len steps before it (no gradient through them) and the chun
 ones, so every step sees exactly the keys it saw when it acted.
 
 Deviations from the reference: distance d gets the sinusoidal code of d (the reference's of
-d + 1, the same for every key, so no loss of information); a truncated episode bootstraps from
-the value of its final observation, read with the memory continuing (asked as a second query of
-the same forward pass, the step's own inputs its newest memory), as the other canter files do;
-the reference never bootstraps. Its later fix to the second gate (d914d55) is followed.
+d + 1: a shift of every key's code by one, which the learned position projection absorbs); a
+truncated episode bootstraps from the value of its final observation, read with the memory
+continuing (a second forward pass per rollout step, after the step's inputs entered the
+memory), as the other canter files do; the reference never bootstraps. Its later fix to the
+second gate (d914d55) is followed.
 
     python algorithms/ppo_trxl.py --env CartPole-v1-NoVelocity --num-seeds 4
 """

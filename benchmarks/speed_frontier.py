@@ -8,7 +8,8 @@ turns over `--repeats` rounds, ratios to ppo_rnn within a round. What differs be
 algorithm: each preset's own networks and update (ppo_rnn: a 512 GRU and 4 x 8 minibatches of
 whole sequences; pqn_rnn: an LSTM of 512 and 4 x 4; ppo_rnd: PPO's 3 x 512 MLPs and an RND pair
 of 3 x 256 over the 8,268 inputs; ppo_trxl: a linear embedding of 256, 2 GTrXL layers of 8
-heads over a memory of 128 steps, 4 x 8 minibatches of whole trajectories), and the one evaluation episode, as long as its policy lives.
+heads over a memory of 128 steps, 4 x 8 minibatches of whole trajectories), and the one
+evaluation episode, as long as its policy lives.
 
     python benchmarks/speed_frontier.py                       # 16 iterations, 2 rounds
     python benchmarks/speed_frontier.py --iterations 2 --repeats 1 --out /tmp/frontier
