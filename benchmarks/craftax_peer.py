@@ -1,4 +1,4 @@
-"""Craftax_Baselines' own PPO (or PPO-RNN) on Craftax, its per-update training statistic saved.
+"""Craftax_Baselines' own PPO, PPO-RNN or PPO-RND on Craftax, its per-update statistic saved.
 
 The peer run beside `returns.py`'s Craftax rows: the reference's code, unmodified, at the same
 budget and settings, on the same machine, so that canter's row compares like with like.
@@ -10,7 +10,10 @@ Craftax_Baselines (CB) is not on PyPI: check it out at the commit its presets ci
     python benchmarks/craftax_peer.py --cb-dir CB --script ppo --seed 0
 
 The defaults are the Craftax paper's 1M configuration that canter's `--preset
-Craftax-Symbolic-v1` follows (256 envs x 16 steps, lr 3e-4, 1e6 env steps; algorithms/ppo.py).
+Craftax-Symbolic-v1` follows (256 envs x 16 steps, 1e6 env steps; algorithms/ppo.py), at the
+learning rate of canter's preset for the script: 3e-4 for ppo and ppo_rnn, CB's default 2e-4 for
+ppo_rnd (its RND 1M sweep sets none; algorithms/ppo_rnd.py). `ppo_rnd.py` takes the same flags
+and logs the same statistic as `ppo.py`; its RND settings stay at CB's defaults, as the preset's.
 CB reports its statistic through wandb only (ppo.py L582-592: the mean return of the episodes
 that ended in each update, NaN dropped, `logz/batch_logging.py`). This script runs CB's
 `run_ppo` as CB's command line would, with `wandb` replaced by a stand-in that keeps every
@@ -46,7 +49,8 @@ from benchmarks.returns import CRAFTAX_PUBLISHED, duration  # noqa: E402
 OUT = Path(__file__).resolve().parent / "results" / "peer_returns"
 RETURNS = Path(__file__).resolve().parent / "results" / "returns"
 MAXIMUM = {"Craftax-Symbolic-v1": 226.0, "Craftax-Classic-Symbolic-v1": 22.0}
-SCRIPTS = {"ppo": "ppo", "ppo_rnn": "ppo_rnn"}  # canter's file: CB's script
+SCRIPTS = {"ppo": "ppo", "ppo_rnn": "ppo_rnn", "ppo_rnd": "ppo_rnd"}  # canter's file: CB's script
+LEARNING_RATE = {"ppo": 3e-4, "ppo_rnn": 3e-4, "ppo_rnd": 2e-4}  # canter's 1M presets
 
 
 def stand_in_wandb(logged: list[dict]) -> types.ModuleType:
@@ -59,13 +63,15 @@ def stand_in_wandb(logged: list[dict]) -> types.ModuleType:
 
 
 def cb_arguments(args: argparse.Namespace) -> list[str]:
-    """CB's own flags for this run (its argparse; everything not named keeps CB's default)."""
+    """CB's own flags for this run (its argparse; everything not named keeps CB's default); the
+    learning rate, unless given, canter's preset's for the script."""
+    lr = LEARNING_RATE[args.script] if args.lr is None else args.lr
     return [
         f"--env_name={args.env}",
         f"--total_timesteps={args.total_timesteps}",
         f"--num_envs={args.num_envs}",
         f"--num_steps={args.num_steps}",
-        f"--lr={args.lr}",
+        f"--lr={lr}",
         f"--seed={args.seed}",
         "--use_wandb",  # logging on: CB's callback hands each update's statistic to `wandb.log`
         "--debug",
@@ -214,13 +220,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cb-dir", help="a Craftax_Baselines checkout (for a run)")
     parser.add_argument("--cb-commit", default="7ce36fa05b84a2c9e758012f1e6da402e1e3a891")
-    parser.add_argument("--script", choices=["ppo", "ppo_rnn"], default="ppo")
+    parser.add_argument("--script", choices=list(SCRIPTS), default="ppo")
     parser.add_argument("--env", choices=sorted(MAXIMUM), default="Craftax-Symbolic-v1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--num-steps", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lr", type=float, help="default: that of canter's preset for --script")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--returns", type=Path, default=RETURNS, help="returns.py's --out")
     parser.add_argument("--table-only", action="store_true")

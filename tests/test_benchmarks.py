@@ -1,5 +1,6 @@
 """The benchmark scripts run end to end on tiny budgets and compute their statistics right."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -658,6 +659,16 @@ def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_p
     assert record["final_train_return"] == 4.0
     assert record["score_percent"] == pytest.approx(400 / 226)
     assert "--num_envs=256 --num_steps=16 --lr=0.0003" in record["command"]
+    # ppo_rnd's preset trains at CB's default lr, 2e-4 (its RND 1M sweep sets none); CB's ppo.py
+    # and ppo_rnd.py take the same flags.
+    from benchmarks import craftax_peer
+
+    flags = dict(env="Craftax-Symbolic-v1", total_timesteps=10**6, num_envs=256, num_steps=16)
+    rnd = argparse.Namespace(script="ppo_rnd", lr=None, seed=3, **flags)
+    assert "--lr=0.0002" in craftax_peer.cb_arguments(rnd)
+    assert "--lr=0.001" in craftax_peer.cb_arguments(
+        argparse.Namespace(**{**vars(rnd), "lr": 1e-3})
+    )
 
 
 def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_path):
@@ -693,6 +704,7 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
         f"{env}| ppo | canter | 999,424 | 2, 3, 10, 11 | 4.55 (4.00, 5.00, 4.40, 4.80) | 2.01% "
         f"| 2.2% | 100 min (2 + 2) | {gap:+.2f}: t = {t:.2f} (p = {p:.2f}) |",
         f"{env}| ppo_rnn | | | | no finished run | | 2.3% | | |",
+        f"{env}| ppo_rnd | | | | no finished run | | 2.2% | | |",
     ]
     assert t < 0 and 0 < p < 1
     craftax_peer.write_json(run / "seeds_2-11" / "summary.json", parts["seeds_2-3"])
