@@ -151,6 +151,9 @@ ESTIMATES = {  # node ids, or the start of one
     "test_fork.py::test_a_fork_in_a_project_with_its_own_common_package": 30,
     "test_ppo_continuous.py::test_cli_smoke_run_then_evaluate_and_render": 30,
     "test_robustness.py::test_debug_runs_eagerly_with_concrete_values_and_names_a_nan": 30,
+    # 2026-12-03, one worker beside a Craftax returns row (2 busy cores)
+    "test_jumanji.py::test_frontier_files_keep_to_knapsacks_masks[ppo_trxl]": 60,
+    "test_jumanji.py::test_frontier_files_keep_to_knapsacks_masks[ppo_rnd]": 40,
 }
 
 

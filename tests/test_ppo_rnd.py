@@ -182,7 +182,8 @@ def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
-    args = ["--env", "CartPole-v1", "--total-timesteps", "4096", "--eval-every", "2048"]
+    # gymnax's Breakout-MinAtar: its 10 x 10 x 4 grids reach the MLPs flattened
+    args = ["--env", "Breakout-MinAtar", "--total-timesteps", "4096", "--eval-every", "2048"]
     args += ["--num-seeds", "2", "--int-episodic", "--eval-policy", "sampled"]
     done = cli_run("ppo_rnd", monkeypatch, capsys, *args, "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr

@@ -295,12 +295,13 @@ def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     run_dir = tmp_path / "run"
-    args = ["--total-timesteps", "2048", "--eval-every", "1024", "--num-eval-envs", "2"]
-    args += ["--embed-size", "16", "--memory-len", "8", "--num-seeds", "2"]
+    # gymnax's Breakout-MinAtar: its 10 x 10 x 4 grids reach the embedding flattened
+    args = ["--env", "Breakout-MinAtar", "--total-timesteps", "2048", "--eval-every", "1024"]
+    args += ["--num-eval-envs", "2", "--embed-size", "16", "--memory-len", "8", "--num-seeds", "2"]
     done = cli_run("ppo_trxl", monkeypatch, capsys, *args, "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["algo"] == "ppo_trxl" and summary["env"] == "CartPole-v1"
+    assert summary["algo"] == "ppo_trxl" and summary["env"] == "Breakout-MinAtar"
     assert len(summary["eval_return"]) == 2 and summary["env_steps"] == 2048
     assert_evaluates_and_renders(run_dir, tmp_path / "episode.gif", 2)
 
