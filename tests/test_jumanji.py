@@ -314,19 +314,10 @@ def test_gifs_draw_with_the_tasks_own_viewer(name):
 TINY_CLI = ["--env", KNAPSACK, "--num-envs", "4", "--num-steps", "8", "--num-minibatches", "2"]
 TINY_CLI += ["--num-seeds", "2", "--total-timesteps", "64", "--eval-every", "32"]
 TINY_CLI += ["--num-eval-envs", "2"]
-FRONTIER = {
-    "ppo_rnd": ["--hidden-size", "16", "--rnd-hidden-size", "16", "--rnd-output-size", "8"],
-    "pqn_rnn": ["--hidden-size", "16", "--num-layers", "1", "--memory-window", "2"],
-    "ppo_trxl": [
-        "--embed-size",
-        "16",
-        "--num-heads",
-        "2",
-        "--memory-len",
-        "4",
-        "--grad-chunk",
-        "8",
-    ],
+FRONTIER = {  # each file's networks at toy widths
+    "ppo_rnd": "--hidden-size 16 --rnd-hidden-size 16 --rnd-output-size 8".split(),
+    "pqn_rnn": "--hidden-size 16 --num-layers 1 --memory-window 2".split(),
+    "ppo_trxl": "--embed-size 16 --num-heads 2 --memory-len 4 --grad-chunk 8".split(),
 }
 
 
