@@ -20,6 +20,7 @@ Reset convention, as ppo_rnn.py: `first[t]` marks an observation that starts an 
 memory entering step t is zeroed when `first[t]`, before the cell reads `obs[t]`.
 
     python algorithms/pqn_rnn.py --env CartPole-v1 --num-seeds 4
+    python algorithms/pqn_rnn.py --preset Breakout-MinAtar --num-seeds 4
     python algorithms/pqn_rnn.py --preset Craftax-Symbolic-v1 --num-seeds 2
 """
 
@@ -49,7 +50,7 @@ from canter.common.config import (
     check_divides,
     pytree_config,
 )
-from canter.common.envs import ended_episodes, make_env, vector_mask, vector_step
+from canter.common.envs import MINATAR_GAMES, ended_episodes, make_env, vector_mask, vector_step
 from canter.common.envs.registry import CRAFTAX_GAMES
 from canter.common.run.devices import shard_minibatch
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, PyTree
@@ -516,7 +517,29 @@ CRAFTAX_1M = dict(
     num_envs=256,
     num_steps=16,
 )
-PRESETS = {game: dict(CRAFTAX_1M, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
+# canter's MinAtar PQN-RNN: purejaxql publishes no PQN-RNN MinAtar configuration or number. Its
+# pqn_rnn_gymnax.py flattens a gymnax env's observation (MinAtar's 10 x 10 x C too) under the
+# defaults' network (2 x 256 LayerNorm-ReLU, a GRU of 256, memory window 4); the training is
+# purejaxql's pqn_minatar.yaml (47af6d7), as pqn.py's MinAtar presets: 128 envs x 32 steps, 2
+# epochs x 32 minibatches (4 whole env sequences each), RAdam lr 5e-4 decayed linearly, grad norm
+# 10, epsilon 1 -> 0.05 over the first 10%, lambda 0.65, gamma 0.99, no reward scaling, 1e7 env
+# steps. pqn.py's CNN is not used: the recurrent file keeps one MLP body for every suite.
+MINATAR = dict(
+    total_timesteps=10_000_000,
+    eval_every=409_600,  # 100 iterations of 4,096
+    num_eval_envs=32,
+    num_envs=128,
+    num_steps=32,
+    learning_rate=5e-4,
+    update_epochs=2,
+    num_minibatches=32,
+    q_lambda=0.65,
+    end_e=0.05,
+    exploration_fraction=0.1,
+    reward_scale=1.0,
+)
+PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+PRESETS |= {game: dict(CRAFTAX_1M, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 PRESETS |= {f"{game}-1e9": dict(CRAFTAX_1E9, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@
 #      seed each, one evaluation at the end: the first 2% of their 1e9 runs (README at 1e9:
 #      PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%), what fits the 10 minutes beside the steps above (a guess
 #      until a GPU has run it: the wall times will say)
+#   6. minatar-rnn: pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training under pqn_rnn's
+#      MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7 env steps, 4
+#      seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an H100)
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
 # and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
@@ -36,10 +39,11 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="craftax brax-hopper dm-control fast-td3 craftax-1e9"
+steps="craftax brax-hopper dm-control fast-td3 craftax-1e9 minatar-rnn"
 steps="$steps craftax:ppo craftax:ppo_rnn brax-hopper:ppo_continuous brax-hopper:sac"
 steps="$steps brax-hopper:td3 dm-control:ppo_continuous fast-td3:fast_td3"  # rows: STEP:ALGO
 steps="$steps craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd craftax-1e9:ppo_trxl"
+steps="$steps minatar-rnn minatar-rnn:pqn_rnn"
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu_suites.sh "$@"
@@ -64,11 +68,14 @@ if ((tiny)); then
     fast="$fast buffer_size=64 learning_starts=0 actor_hidden=16 critic_hidden=16"
     frontier="$craftax"
     trxl="grad_chunk=32"  # a chunk that divides the tiny rollout
+    minatar="total_timesteps=512 num_envs=16 num_steps=16 num_minibatches=4 eval_every=512"
+    minatar="$minatar num_eval_envs=2"
 else
     seeds=4 craftax="" hopper="" hopper_off="" dm=""
     fast="total_timesteps=10240000"
     # 153 iterations of pqn_rnn's and ppo_trxl's 131,072 env steps, 306 of ppo_rnd's 65,536
     frontier="total_timesteps=20054016 eval_every=20054016" trxl=""
+    minatar=""
 fi
 
 step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
@@ -113,4 +120,8 @@ step craftax-1e9 pqn_rnn Craftax-Symbolic-v1-1e9 1 1 $frontier
 step craftax-1e9 ppo_rnd Craftax-Symbolic-v1-1e9 1 1 $frontier
 # shellcheck disable=SC2086
 step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
+for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
+    # shellcheck disable=SC2086
+    step minatar-rnn pqn_rnn "$game-MinAtar" "$seeds" 1 $minatar
+done
 echo "gpu_suites.sh: done in ${SECONDS} s, rows in $rows" >&2

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, pqn, trainer
+from canter.algorithms import dqn, ppo, pqn, pqn_rnn, trainer
 from canter.common.config import ConfigError
 from canter.common.envs import MINATAR_GAMES, STICKY_ACTION_ENVS, make_env, register_env
 from canter.common.envs.wrappers import StickyActions, base_state
@@ -186,6 +186,24 @@ def test_minatar_presets_cover_every_game(name):
     assert module.Config(**module.PRESETS["Asterix-MinAtar"]).sticky_action_prob == (
         0.1 if name == "dqn" else 0.0
     )
+
+
+@pytest.mark.parametrize("game", MINATAR_GAMES)
+def test_pqn_rnns_minatar_presets_train_as_pqns_with_the_recurrent_defaults_network(game):
+    # No PQN-RNN MinAtar configuration is published: purejaxql's pqn_minatar.yaml training (as
+    # pqn.py's presets) under pqn_rnn's default MLP and GRU, at pqn's 1e7 budget.
+    env = f"{game}-MinAtar"
+    config = pqn_rnn.Config(**pqn_rnn.PRESETS[env])
+    reference = pqn.Config(**pqn.PRESETS[env])
+    shared = ("total_timesteps", "num_envs", "num_steps", "learning_rate", "update_epochs")
+    shared += ("num_minibatches", "max_grad_norm", "gamma", "q_lambda", "start_e", "end_e")
+    shared += ("exploration_fraction", "reward_scale", "sticky_action_prob", "env")
+    assert {f: getattr(config, f) for f in shared} == {f: getattr(reference, f) for f in shared}
+    network = ("hidden_size", "num_layers", "cell", "memory_window")
+    default = pqn_rnn.Config()
+    assert [getattr(config, f) for f in network] == [getattr(default, f) for f in network]
+    assert config.eval_every % config.batch_size == 0 and config.num_eval_envs == 32
+    pqn_rnn.make_train(config)  # validates without compiling: 4 whole sequences per minibatch
 
 
 def test_preset_for_another_env_fails_before_compiling(monkeypatch, capsys):
