@@ -26,7 +26,8 @@ episode ended, as canter's row reads it) and its score as % of the maximum, and 
 CB's seeds beside canter's finished programs of the same preset and budget (`returns.py --algo
 ppo --presets --envs Craftax-Symbolic-v1`, one program or one per `--seeds-per-program` part, so
 a run spread over several sittings shows the seeds it has), with Welch's t-test of the
-difference once both sides have two seeds.
+difference once both sides have two seeds; canter's pqn_rnn and ppo_trxl rows of the same
+presets follow, with no peer run (their references publish no 1M run).
 
     python benchmarks/craftax_peer.py --table-only   # rebuild craftax_peer.md
 """
@@ -51,6 +52,9 @@ RETURNS = Path(__file__).resolve().parent / "results" / "returns"
 MAXIMUM = {"Craftax-Symbolic-v1": 226.0, "Craftax-Classic-Symbolic-v1": 22.0}
 SCRIPTS = {"ppo": "ppo", "ppo_rnn": "ppo_rnn", "ppo_rnd": "ppo_rnd"}  # canter's file: CB's script
 LEARNING_RATE = {"ppo": 3e-4, "ppo_rnn": 3e-4, "ppo_rnd": 2e-4}  # canter's 1M presets
+# canter's other Craftax 1M presets, whose references (purejaxql's PQN-RNN, TransformerXL_PPO_JAX)
+# have no 1M run to set beside them: their rows stand beside PPO's and PPO-RNN's in the table.
+CANTER_ONLY = ("pqn_rnn", "ppo_trxl")
 
 
 def stand_in_wandb(logged: list[dict]) -> types.ModuleType:
@@ -145,7 +149,8 @@ def cell(values: list[float | None], digits: int = 2) -> str:
 def entries(out: Path, returns: Path, env: str, algo: str) -> list[dict]:
     """CB's seeds and canter's programs of `algo` on `env`, one dict per library and budget."""
     rows = []
-    peers = [json.loads(p.read_text()) for p in out.glob(f"cb_{SCRIPTS[algo]}__{env}__seed*.json")]
+    pattern = f"cb_{SCRIPTS[algo]}__{env}__seed*.json" if algo in SCRIPTS else None
+    peers = [json.loads(p.read_text()) for p in out.glob(pattern)] if pattern else []
     for steps in sorted({record["env_steps"] for record in peers}):
         same = sorted((r for r in peers if r["env_steps"] == steps), key=lambda r: r["seed"])
         rows.append(
@@ -184,12 +189,12 @@ def table(out: Path = OUT, returns: Path = RETURNS) -> str:
         "|---|---|---|---:|---|---|---:|---:|---|---|",
     ]
     for env, maximum in MAXIMUM.items():
-        found = {algo: entries(out, returns, env, algo) for algo in SCRIPTS}
+        found = {algo: entries(out, returns, env, algo) for algo in (*SCRIPTS, *CANTER_ONLY)}
         if not any(found.values()):
             continue
         for algo, rows in found.items():
             published = CRAFTAX_PUBLISHED.get((algo, f"craftax:{env}"))
-            published = f"{published[0]}%" if published else ""
+            published = f"{published[0]}%" if published else "none"
             if not rows:
                 lines.append(f"| {env} | {algo} | | | | no finished run | | {published} | | |")
             for row in rows:

@@ -705,6 +705,8 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
         f"| 2.2% | 100 min (2 + 2) | {gap:+.2f}: t = {t:.2f} (p = {p:.2f}) |",
         f"{env}| ppo_rnn | | | | no finished run | | 2.3% | | |",
         f"{env}| ppo_rnd | | | | no finished run | | 2.2% | | |",
+        f"{env}| pqn_rnn | | | | no finished run | | none | | |",
+        f"{env}| ppo_trxl | | | | no finished run | | none | | |",
     ]
     assert t < 0 and 0 < p < 1
     craftax_peer.write_json(run / "seeds_2-11" / "summary.json", parts["seeds_2-3"])
