@@ -1,8 +1,9 @@
 """The cost of the algorithms Craftax is won with, per env step, beside ppo_rnn's.
 
 Each algorithm runs its own `--preset <game>` (Craftax-Symbolic-v1 unless told: every one of
-them at the Craftax 1M sizes, 256 envs x 16 steps) for `--iterations` iterations on one seed,
-through the CLI's runner (what `python algorithms/<algo>.py --preset <game>` runs, nothing
+them at the Craftax 1M sizes, 256 envs x 16 steps) for `--iterations` iterations on
+`--num-seeds` seeds (default one; 2 is what the Craftax rows run, a seed per core), through the
+CLI's runner (what `python algorithms/<algo>.py --preset <game>` runs, nothing
 written), one evaluation episode at the end; fresh processes, cold compiles, algorithms taking
 turns over `--repeats` rounds, ratios to ppo_rnn within a round. What differs besides the
 algorithm: each preset's own networks and update (ppo_rnn: a 512 GRU and 4 x 8 minibatches of
@@ -12,6 +13,7 @@ heads over a memory of 128 steps, 4 x 8 minibatches of whole trajectories), and 
 evaluation episode, as long as its policy lives.
 
     python benchmarks/speed_frontier.py                       # 16 iterations, 2 rounds
+    python benchmarks/speed_frontier.py --num-seeds 2 --out /tmp/frontier2   # as the rows run
     python benchmarks/speed_frontier.py --iterations 2 --repeats 1 --out /tmp/frontier
 
 Writes <out>/speed_frontier.md and .json (default out: benchmarks/results).
@@ -33,16 +35,18 @@ PEER = "ppo_rnn"
 ALGORITHMS = ("ppo_rnn", "pqn_rnn", "ppo_rnd", "ppo_trxl")  # the peer first
 
 
-def measure(algo: str, game: str, iterations: int) -> dict:
-    """One algorithm's preset for `iterations` iterations, one seed, one evaluation episode."""
+def measure(algo: str, game: str, iterations: int, num_seeds: int = 1) -> dict:
+    """One algorithm's preset for `iterations` iterations on `num_seeds` seeds, one evaluation
+    episode per seed; env steps/s over all seeds."""
     module = importlib.import_module(f"canter.algorithms.{algo}")
     preset = dataclasses.replace(module.Config(), **module.PRESETS[game])
     steps = iterations * preset.num_envs * preset.num_steps
-    config = dataclasses.replace(preset, total_timesteps=steps, eval_every=steps, num_eval_envs=1)
-    timing = harness.timed_cli(config, module.make_train, algo)
-    return harness.record(
-        timing, steps, impl=algo, num_envs=config.num_envs, num_steps=config.num_steps
+    config = dataclasses.replace(
+        preset, total_timesteps=steps, eval_every=steps, num_eval_envs=1, num_seeds=num_seeds
     )
+    timing = harness.timed_cli(config, module.make_train, algo)
+    shape = dict(num_seeds=num_seeds, num_envs=config.num_envs, num_steps=config.num_steps)
+    return harness.record(timing, steps * num_seeds, impl=algo, **shape)
 
 
 def table(rounds: list[dict], algorithms: tuple[str, ...]) -> str:
@@ -68,17 +72,21 @@ def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument("--game", default="Craftax-Symbolic-v1", help="a preset every file has")
     parser.add_argument("--iterations", type=int, default=16, help="iterations per run")
+    parser.add_argument("--num-seeds", type=int, default=1, help="seeds per run (vmapped)")
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS[1:]))
     parser.set_defaults(repeats=2)
     args = parser.parse_args()
     if args.worker:
         return harness.worker(measure, args.worker)
     algorithms = (PEER, *[a for a in args.algorithms if a != PEER])
-    run = lambda algo: harness.spawn(SCRIPT, algo, args.game, args.iterations)  # noqa: E731
+    run = lambda algo: harness.spawn(  # noqa: E731
+        SCRIPT, algo, args.game, args.iterations, args.num_seeds
+    )
     say = lambda r: f"{r['steps_per_s']:,.0f} env steps/s"  # noqa: E731
     rounds = harness.rounds(args.repeats, algorithms, run, say)
     text = table(rounds, algorithms)
-    setup = f"{args.game}, {args.iterations} iterations per run, one seed"
+    seeds = "one seed" if args.num_seeds == 1 else f"{args.num_seeds} seeds (vmapped)"
+    setup = f"{args.game}, {args.iterations} iterations per run, {seeds}"
     summary = [text, "", f"Machine: {harness.machine()}; {setup}."]
     harness.write(args.out / "speed_frontier.md", "\n".join(summary) + "\n")
     record = {"machine": harness.machine(), "setup": setup, "rounds": rounds}

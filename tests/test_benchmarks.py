@@ -874,3 +874,24 @@ def test_the_frontier_table_sets_each_algorithm_beside_ppo_rnn_within_each_round
     assert "600 (600, 320)" not in rows["ppo_rnd"] and "460 (600, 320)" in rows["ppo_rnd"]
     assert "0.78 (0.75, 0.80)" in rows["ppo_rnd"]  # per round, never 600 / 400
     assert "0.38 (0.50, 0.25)" in rows["pqn_rnn"]
+
+
+def test_the_frontier_measurement_counts_every_seeds_env_steps(monkeypatch):
+    """speed_frontier.py --num-seeds 2 (as the Craftax rows run): the preset at its sizes, the
+    seeds in the config the runner gets, env steps/s over all of them (no compile here: the
+    runner's timing is a stand-in)."""
+    from benchmarks import harness, speed_frontier
+
+    seen = []
+
+    def timed(config, make_train, algo):
+        seen.append(config)
+        return 100.0, 8.0, [1.0] * config.num_seeds
+
+    monkeypatch.setattr(harness, "timed_cli", timed)
+    record = speed_frontier.measure("pqn_rnn", "Craftax-Symbolic-v1", 3, 2)
+    (config,) = seen
+    assert (config.num_seeds, config.num_envs, config.num_steps) == (2, 256, 16)
+    assert config.total_timesteps == config.eval_every == 3 * 256 * 16
+    assert record["num_seeds"] == 2 and record["final_returns"] == [1.0, 1.0]
+    assert record["steps_per_s"] == 2 * 3 * 256 * 16 / 8.0
