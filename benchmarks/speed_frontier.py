@@ -13,10 +13,11 @@ heads over a memory of 128 steps, 4 x 8 minibatches of whole trajectories), and 
 evaluation episode, as long as its policy lives.
 
     python benchmarks/speed_frontier.py                       # 16 iterations, 2 rounds
-    python benchmarks/speed_frontier.py --num-seeds 2 --out /tmp/frontier2   # as the rows run
+    python benchmarks/speed_frontier.py --num-seeds 2         # as the rows run
     python benchmarks/speed_frontier.py --iterations 2 --repeats 1 --out /tmp/frontier
 
-Writes <out>/speed_frontier.md and .json (default out: benchmarks/results).
+Writes <out>/speed_frontier.md and .json (default out: benchmarks/results), or with N seeds
+speed_frontier_<N>seeds.md and .json.
 """
 
 import dataclasses
@@ -88,9 +89,10 @@ def main() -> None:
     seeds = "one seed" if args.num_seeds == 1 else f"{args.num_seeds} seeds (vmapped)"
     setup = f"{args.game}, {args.iterations} iterations per run, {seeds}"
     summary = [text, "", f"Machine: {harness.machine()}; {setup}."]
-    harness.write(args.out / "speed_frontier.md", "\n".join(summary) + "\n")
+    name = "speed_frontier" + ("" if args.num_seeds == 1 else f"_{args.num_seeds}seeds")
+    harness.write(args.out / f"{name}.md", "\n".join(summary) + "\n")
     record = {"machine": harness.machine(), "setup": setup, "rounds": rounds}
-    harness.write(args.out / "speed_frontier.json", json.dumps(record, indent=1))
+    harness.write(args.out / f"{name}.json", json.dumps(record, indent=1))
     print(*summary, sep="\n")
 
 
