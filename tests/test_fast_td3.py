@@ -341,8 +341,12 @@ def test_the_playground_presets_are_fasttd3s():
 @pytest.mark.learning_extra
 def test_fast_td3_pendulum_reaches_target_return():
     # The defaults (16 envs, 2 updates of 1,024 per vector step, 128- and 256-wide networks),
-    # 40,960 env steps, 4 seeds: TD3's Pendulum bar (tests/test_td3.py).
-    config = fast_td3.Config(env="Pendulum-v1", num_seeds=4)
+    # 4 seeds, held to TD3's Pendulum bar (tests/test_td3.py) at half the default budget: the
+    # returns row (benchmarks/results/returns, the defaults' 40,960 env steps, 2 CPU cores)
+    # read greedy -164.7, -147.9, -135.5, -134.0 at 20,480 (-1,052 to -1,489 at 4,096; every
+    # reading from 12,288 on between -226 and -74). Half the budget halves what was
+    # the learning_extra tier's costliest test (655 s beside another test; 167 s alone now).
+    config = fast_td3.Config(env="Pendulum-v1", num_seeds=4, total_timesteps=20_480)
     result = trainer.run(config, fast_td3.make_train, algo="fast_td3", verbose=False)
     assert result.summary["eval_return_mean"] >= -250, result.summary
 
