@@ -102,8 +102,8 @@ def repo_root():
 # keeps the files' order: --no-loadscope-reorder).
 ESTIMATES = {  # node ids, or the start of one
     "test_pqn_rnn.py::test_memory_solves_cartpole_without_velocities": 600,
-    "test_ppo_rnd.py::test_novelty_finds_the_deep_sea_treasure_that_dithering_never_does": 240,
-    "test_pqn_rnn.py::test_memory_solves_memory_chain": 310,
+    "test_ppo_rnd.py::test_novelty_finds_the_deep_sea_treasure_that_dithering_never_does": 95,
+    "test_pqn_rnn.py::test_memory_solves_memory_chain": 50,
     "test_ppo_trxl.py::test_memory_solves_cartpole_without_velocities": 270,
     "test_ppo_trxl.py::test_memory_solves_memory_chain_where_feed_forward_ppo_is_at_chance": 120,
     "test_ppo_rnn.py::test_memory_beats_feed_forward_ppo_without_velocities": 280,

@@ -355,7 +355,7 @@ def test_memory_solves_cartpole_without_velocities():
     assert summary["final_return_mean"] >= 200, summary
 
 
-@pytest.mark.learning_extra
+@pytest.mark.learning  # issue 44's memory claim, in CI's learning tier
 def test_memory_solves_memory_chain():
     # bsuite's MemoryChain (gymnax, memory length 5): the context bit is shown at the first step
     # only and asked for at the last; +1 right, -1 wrong, 0 on average without memory (ppo:
