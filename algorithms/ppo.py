@@ -451,12 +451,13 @@ def make_train(config: Config) -> trainer.Train:
 # gymnax-blines' MinAtar PPO (agents/<game>/ppo.yaml at 3f029d6, all games alike; Seaquest has
 # none and takes the same): 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-4 constant (its
 # schedule runs from 5e-4 to 5e-4), gamma 0.999, ReLU MLPs 2x256, 1e7 env steps, the budget of
-# its published numbers (one seed, the sampled policy); no sticky actions, as gymnax's MinAtar
-# has none (MinAtar's own: 0.1).
+# its published numbers (one seed, the sampled policy, so evaluation samples too); no sticky
+# actions, as gymnax's MinAtar has none (MinAtar's own: 0.1).
 MINATAR = dict(
     total_timesteps=10_000_000,
     eval_every=409_600,  # 50 iterations
     num_eval_envs=32,
+    eval_policy="sampled",
     num_envs=64,
     num_minibatches=8,
     learning_rate=5e-4,

@@ -482,12 +482,13 @@ def make_train(config: Config) -> trainer.Train:
 
 # gymnax-blines' MinAtar PPO, as in ppo.py's MinAtar presets (agents/<game>/ppo.yaml at 3f029d6:
 # 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-4 constant, gamma 0.999, ReLU MLPs 2x256,
-# 1e7 env steps), with the defaults' RND (the paper's normalisations and weights, networks of
-# 64); no RND reference on MinAtar.
+# 1e7 env steps, evaluation sampled as its numbers are), with the defaults' RND (the paper's
+# normalisations and weights, networks of 64); no RND reference on MinAtar.
 MINATAR = dict(
     total_timesteps=10_000_000,
     eval_every=409_600,  # 50 iterations
     num_eval_envs=32,
+    eval_policy="sampled",
     num_envs=64,
     num_minibatches=8,
     learning_rate=5e-4,

@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# The GPU rows of the JAX-native suites (issues 25 and 26), through benchmarks/returns.py, in
-# this order (the names are what --only takes):
-#   1. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
-#      steps, 4 seeds (the Craftax README's 1M table: PPO 2.2%, PPO-RNN 2.3%)
-#   2. brax-hopper: ppo_continuous, sac and td3 on brax:hopper, 1e6 env steps, one seed, in
+# The GPU rows of the JAX-native suites (issues 25, 26, 43 and 44), through
+# benchmarks/returns.py, in this order (the names are what --only takes; the open issues' rows
+# first):
+#   1. minatar (issue 43): ppo's and pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the
+#      five games in turn, into the main returns table (benchmarks/results/returns, or <out>/returns
+#      with --out or --tiny): the rows of the current presets on the reference statistic (ppo's
+#      evaluation samples, as gymnax-blines' numbers do), where the table holds the earlier
+#      rows (greedy, the old statistic). Each game took 22-83 s on an H100 before
+#   2. craftax-1e9 (issues 43 and 44): every Craftax algorithm's Craftax-Symbolic-v1-1e9 preset
+#      (ppo and ppo_rnn: Craftax_Baselines'; pqn_rnn: purejaxql's; ppo_rnd: Craftax_Baselines';
+#      ppo_trxl: TransformerXL_PPO_JAX's; their 1e9 sizes) for 20,054,016 env steps, one seed
+#      each, one evaluation at the end. Their schedules (learning rate, epsilon) run over these
+#      steps, not over 1e9: a 2e7 run in the 1e9 configuration, the largest that fits beside
+#      step 1 (a guess until a GPU has run it: the wall times will say); beside the README's
+#      curves at 1e9 (PPO 11.9%, PPO-RNN 15.3%, PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%)
+#   3. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
+#      under pqn_rnn's MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7
+#      env steps, 4 seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an
+#      H100)
+#   4. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
+#      steps, 4 seeds (the Craftax README's 1M table: PPO 2.2%, PPO-RNN 2.3%; the CPU's rows
+#      are in the main table)
+#   5. brax-hopper: ppo_continuous, sac and td3 on brax:hopper, 1e6 env steps, one seed, in
 #      rejax's benchmark/hopper_1m.yaml settings as far as canter's flags reach them (rejax's
 #      figure, A100: PPO 2 min 14 s, SAC 7 min 57 s, TD3 6 min 15 s; differences in
 #      docs/notes/playground-reference.md section 5): the wall times go beside rejax's
-#   3. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
+#   6. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
 #      (88,473,600 env steps), one seed
-#   4. fast-td3: fast_td3's CheetahRun preset (FastTD3's DM Control configuration at its sizes:
+#   7. fast-td3: fast_td3's CheetahRun preset (FastTD3's DM Control configuration at its sizes:
 #      1,024 envs, batches of 32,768, 1024-wide critics) for 10,240,000 env steps, 10,000 of
 #      its 150,000 vector steps and 2 of its 30 evaluations, one seed: the return and the wall
 #      time at that point of FastTD3's curve (its code logs wall time; what is reachable here
 #      of its paper publishes none for CheetahRun)
-#   5. craftax-1e9: pqn_rnn's, ppo_rnd's and ppo_trxl's Craftax-Symbolic-v1-1e9 presets
-#      (purejaxql's PQN-RNN, Craftax_Baselines' PPO-RND, TransformerXL_PPO_JAX's PPO-TrXL at
-#      their 1e9 sizes) for 20,054,016 env steps, one
-#      seed each, one evaluation at the end: the first 2% of their 1e9 runs (README at 1e9:
-#      PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%), what fits the 10 minutes beside the steps above (a guess
-#      until a GPU has run it: the wall times will say)
-#   6. minatar-rnn: pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training under pqn_rnn's
-#      MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7 env steps, 4
-#      seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an H100)
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
-# and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py shows it).
+# and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py
+# shows it), step 1's to the main returns table.
 #
 # It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
 #
 #   bash benchmarks/gpu_suites.sh                       # writes benchmarks/results/gpu/returns/
-#   bash benchmarks/gpu_suites.sh --only craftax
+#   bash benchmarks/gpu_suites.sh --only minatar craftax-1e9
 #   bash benchmarks/gpu_suites.sh --only brax-hopper:sac brax-hopper:td3
 #   bash benchmarks/gpu_suites.sh --tiny --out /tmp/suites   # tiny budgets, on any device
 set -euo pipefail
@@ -39,11 +49,12 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="craftax brax-hopper dm-control fast-td3 craftax-1e9 minatar-rnn"
-steps="$steps craftax:ppo craftax:ppo_rnn brax-hopper:ppo_continuous brax-hopper:sac"
-steps="$steps brax-hopper:td3 dm-control:ppo_continuous fast-td3:fast_td3"  # rows: STEP:ALGO
-steps="$steps craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd craftax-1e9:ppo_trxl"
-steps="$steps minatar-rnn minatar-rnn:pqn_rnn"
+steps="minatar craftax-1e9 minatar-rnn craftax brax-hopper dm-control fast-td3"
+steps="$steps minatar:ppo minatar:pqn"  # rows: STEP:ALGO
+steps="$steps craftax-1e9:ppo craftax-1e9:ppo_rnn craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd"
+steps="$steps craftax-1e9:ppo_trxl minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
+steps="$steps brax-hopper:ppo_continuous brax-hopper:sac brax-hopper:td3"
+steps="$steps dm-control:ppo_continuous fast-td3:fast_td3"
 # shellcheck source=benchmarks/gpu_setup.sh
 . benchmarks/gpu_setup.sh
 gpu_args gpu_suites.sh "$@"
@@ -56,6 +67,10 @@ python=${PYTHON:-python}
 gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
 
 rows="$out/returns"
+main_rows=benchmarks/results/returns  # step 1 replaces the main table's rows of those presets
+if ((tiny)) || [[ "$out" != benchmarks/results/gpu ]]; then
+    main_rows=$rows
+fi
 mkdir -p "$rows"
 rm -f "$out/skipped.txt"
 if ((tiny)); then
@@ -73,12 +88,13 @@ if ((tiny)); then
 else
     seeds=4 craftax="" hopper="" hopper_off="" dm=""
     fast="total_timesteps=10240000"
-    # 153 iterations of pqn_rnn's and ppo_trxl's 131,072 env steps, 306 of ppo_rnd's 65,536
+    # 153 iterations of pqn_rnn's and ppo_trxl's 131,072 env steps, 306 of ppo's, ppo_rnn's
+    # and ppo_rnd's 65,536
     frontier="total_timesteps=20054016 eval_every=20054016" trxl=""
     minatar=""
 fi
 
-step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
+step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row (ROWS=dir)
     local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
     shift 5
     if [[ -n "$only" && " $only " != *" $name "* && " $only " != *" $name:$algo "* ]]; then
@@ -93,11 +109,28 @@ step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py 
     (($#)) && flags+=(--set "$@")
     echo "== $name: $algo $env" >&2
     "$python" benchmarks/returns.py --algo "$algo" --envs "$env" --num-seeds "$num_seeds" \
-        --out "$rows" "${flags[@]}"
+        --out "${ROWS:-$rows}" "${flags[@]}"
     echo "== $name: $algo $env: $((SECONDS - start)) s" >&2
 }
 
 # shellcheck disable=SC2086  # the override lists split into words on purpose
+for algo in ppo pqn; do
+    for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
+        # shellcheck disable=SC2086
+        ROWS=$main_rows step minatar "$algo" "$game-MinAtar" "$seeds" 1 $minatar
+    done
+done
+for algo in ppo ppo_rnn pqn_rnn ppo_rnd; do
+    # shellcheck disable=SC2086
+    step craftax-1e9 "$algo" Craftax-Symbolic-v1-1e9 1 1 $frontier
+done
+# shellcheck disable=SC2086
+step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
+for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
+    # shellcheck disable=SC2086
+    step minatar-rnn pqn_rnn "$game-MinAtar" "$seeds" 1 $minatar
+done
+# shellcheck disable=SC2086
 step craftax ppo Craftax-Symbolic-v1 "$seeds" 1 $craftax
 # shellcheck disable=SC2086
 step craftax ppo_rnn Craftax-Symbolic-v1 "$seeds" 1 $craftax
@@ -114,14 +147,4 @@ step brax-hopper td3 brax:hopper 1 0 $td3_hopper $hopper_off
 step dm-control ppo_continuous CartpoleBalance 1 1 $dm
 # shellcheck disable=SC2086
 step fast-td3 fast_td3 CheetahRun 1 1 $fast
-# shellcheck disable=SC2086
-step craftax-1e9 pqn_rnn Craftax-Symbolic-v1-1e9 1 1 $frontier
-# shellcheck disable=SC2086
-step craftax-1e9 ppo_rnd Craftax-Symbolic-v1-1e9 1 1 $frontier
-# shellcheck disable=SC2086
-step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
-for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
-    # shellcheck disable=SC2086
-    step minatar-rnn pqn_rnn "$game-MinAtar" "$seeds" 1 $minatar
-done
 echo "gpu_suites.sh: done in ${SECONDS} s, rows in $rows" >&2

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, pqn, pqn_rnn, trainer
+from canter.algorithms import dqn, ppo, ppo_rnd, pqn, pqn_rnn, trainer
 from canter.common.config import ConfigError
 from canter.common.envs import MINATAR_GAMES, STICKY_ACTION_ENVS, make_env, register_env
 from canter.common.envs.wrappers import StickyActions, base_state
@@ -188,6 +188,13 @@ def test_minatar_presets_cover_every_game(name):
     )
 
 
+@pytest.mark.parametrize("module", [ppo, ppo_rnd], ids=["ppo", "ppo_rnd"])
+def test_ppos_minatar_presets_evaluate_the_sampled_policy_as_gymnax_blines_reports(module):
+    # gymnax-blines publishes its PPO's MinAtar returns for the sampled policy (issue 43).
+    for game in MINATAR_GAMES:
+        assert module.Config(**module.PRESETS[f"{game}-MinAtar"]).eval_policy == "sampled"
+
+
 @pytest.mark.parametrize("game", MINATAR_GAMES)
 def test_pqn_rnns_minatar_presets_train_as_pqns_with_the_recurrent_defaults_network(game):
     # No PQN-RNN MinAtar configuration is published: purejaxql's pqn_minatar.yaml training (as
@@ -317,9 +324,9 @@ def test_ppo_learns_breakout_minatar():
     preset = ppo.PRESETS["Breakout-MinAtar"]
     # The training return is an interval's mean: four intervals, the last is what is judged.
     steps = 40 * 64 * 128
-    config = ppo.Config(
-        **{**preset, "total_timesteps": steps, "eval_every": 10 * 64 * 128, "num_seeds": 2}
-    )
+    # Evaluation greedy, as measured (the preset samples, as gymnax-blines' numbers do).
+    sizes = {"total_timesteps": steps, "eval_every": 10 * 64 * 128, "num_seeds": 2}
+    config = ppo.Config(**{**preset, **sizes, "eval_policy": "greedy"})
     summary = trainer.run(config, ppo.make_train, algo="ppo", verbose=False).summary
     assert summary["final_return_mean"] >= 5.0, summary
     assert min(summary["final_return"]) >= 4.0, summary
