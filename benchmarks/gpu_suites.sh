@@ -35,7 +35,9 @@
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
 # and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py
-# shows it), step 1's to the main returns table.
+# shows it), step 1's to the main returns table. With --out every row goes to <out>/returns (a
+# lent device returns only its $OUT): move step 1's <algo>__<game>-MinAtar.json and runs/ into
+# benchmarks/results/returns, then `python benchmarks/returns.py --table-only`.
 #
 # It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
 #
