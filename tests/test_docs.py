@@ -61,3 +61,23 @@ def test_relative_links_resolve(repo_root):
                 if anchor not in {slug(h) for h in headings}:
                     broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_every_maintained_algorithm_has_a_section_with_its_flags_and_presets(repo_root):
+    """docs/algorithms.md: a section per maintained algorithm file, whose generated flag table
+    has one row per Config field (what `--help` lists) and whose preset list is its PRESETS."""
+    import dataclasses
+    import importlib
+
+    from canter.algorithms import HOUSE
+
+    page = (repo_root / "docs" / "algorithms.md").read_text()
+    for name in HOUSE:
+        assert f"\n## {name}\n" in page, name
+        source = repo_root / "algorithms" / f"{name}.py"
+        table = render_docs.flags(source)
+        assert f"<!-- flags: algorithms/{name}.py -->\n\n{table}\n\n<!-- end flags -->" in page
+        config = importlib.import_module(f"canter.algorithms.{name}").Config
+        flags = [line.split("`")[1] for line in table.splitlines()[2:]]
+        assert flags == [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)]
+        assert f"<!-- presets: algorithms/{name}.py -->\n\n{render_docs.presets(source)}" in page
