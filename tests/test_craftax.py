@@ -143,11 +143,12 @@ def test_the_presets_build_the_reference_runs(game):
     """ppo.py's and ppo_rnn.py's presets are Craftax_Baselines' PPO and PPO-RNN at 1e6 env
     steps in the paper's 1M configuration (256 envs x 16 steps, lr 3e-4), its 1e9 defaults
     under `<game>-1e9`; pqn.py's is purejaxql's PQN (docs/notes/craftax-reference.md), and
-    pqn_rnn.py's its PQN-RNN; ppo_rnd.py's CB's PPO-RND (its 1M sweep at lr 2e-4). All
-    build (nothing compiles) with the shapes they name, and evaluate the sampled policy."""
+    pqn_rnn.py's its PQN-RNN; ppo_rnd.py's CB's PPO-RND (its 1M sweep at lr 2e-4); ppo_trxl.py's
+    TransformerXL_PPO_JAX's. All build (nothing compiles) with the shapes they name, and
+    evaluate the sampled policy."""
     import dataclasses
 
-    from canter.algorithms import ppo, ppo_rnd, ppo_rnn, pqn, pqn_rnn
+    from canter.algorithms import ppo, ppo_rnd, ppo_rnn, ppo_trxl, pqn, pqn_rnn
 
     for module in (ppo, ppo_rnn):
         runs = {"": (256 * 16, 244, 3e-4, 4), "-1e9": (1024 * 64, 15258, 2e-4, 20)}
@@ -212,6 +213,20 @@ def test_the_presets_build_the_reference_runs(game):
     shapes = [layer.weight.shape for layer in target.layers]
     obs_dim = int(np.prod(train.env.observation_space(train.env_params).shape))  # 8268, 1345
     assert shapes == [(256, obs_dim)] + [(256, 256)] * 2 + [(512, 256)]
+
+    # ppo_trxl.py's: TransformerXL_PPO_JAX's Craftax config at 1e9 (1024 envs x 128 steps,
+    # chunks of 64, lr 2e-4), its network and memory at PPO's 1M sizes (256 x 16, lr 3e-4).
+    runs = {"": (256, 16, 16, 3e-4, 244, 4), "-1e9": (1024, 128, 64, 2e-4, 7629, 20)}
+    for suffix, (envs, steps, chunk, lr, iterations, evaluations) in runs.items():
+        config = dataclasses.replace(ppo_trxl.Config(), **ppo_trxl.PRESETS[game + suffix])
+        sizes = (config.num_envs, config.num_steps, config.grad_chunk, config.learning_rate)
+        assert sizes == (envs, steps, chunk, lr) and config.num_iterations == iterations
+        network = (config.embed_size, config.num_heads, config.num_layers, config.memory_len)
+        assert network == (256, 8, 2, 128) and (config.gamma, config.gae_lambda) == (0.999, 0.8)
+        assert (config.ent_coef, config.num_minibatches) == (0.002, 8)
+        assert config.eval_policy == "sampled" and config.eval_every % config.batch_size == 0
+        train = ppo_trxl.make_train(config)
+        assert train.num_intervals == evaluations and train.env.name == config.env
 
 
 @pytest.mark.slow  # two Craftax programs compile: about a minute on 2 cores

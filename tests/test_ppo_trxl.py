@@ -318,6 +318,17 @@ BAD_INPUT = [
 ]
 
 
+def test_the_memory_chain_preset_is_the_references_gymnax_config():
+    # train_PPO_trXL.py @ d914d55: 512 envs x 128 steps for 1e7 env steps, lr 2e-4, embedding
+    # 256, 8 heads, a memory of 128 recomputed in chunks of 64; gamma 0.99, ent 0.01 (defaults).
+    config = pt.Config(**pt.PRESETS["MemoryChain-bsuite"])
+    sizes = (config.num_envs, config.num_steps, config.num_iterations, config.learning_rate)
+    assert config.env == "MemoryChain-bsuite" and sizes == (512, 128, 153, 2e-4)
+    network = (config.embed_size, config.num_heads, config.memory_len, config.grad_chunk)
+    assert network == (256, 8, 128, 64) and (config.gamma, config.ent_coef) == (0.99, 0.01)
+    assert config.eval_every % config.batch_size == 0  # whole iterations
+
+
 @pytest.mark.parametrize("args, needles", BAD_INPUT)
 def test_bad_input_fails_before_compiling(tmp_path, monkeypatch, capsys, args, needles):
     check = (tmp_path, monkeypatch, capsys)
