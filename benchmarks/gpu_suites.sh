@@ -2,18 +2,19 @@
 # The GPU rows of the JAX-native suites (issues 25, 26, 43 and 44), through
 # benchmarks/returns.py, in this order (the names are what --only takes; the open issues' rows
 # first):
-#   1. minatar (issue 43): ppo's and pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the
-#      five games in turn, into the main returns table (benchmarks/results/returns, or <out>/returns
-#      with --out or --tiny): the rows of the current presets on the reference statistic (ppo's
-#      evaluation samples, as gymnax-blines' numbers do), where the table holds the earlier
-#      rows (greedy, the old statistic). Each game took 22-83 s on an H100 before
-#   2. craftax-1e9 (issues 43 and 44): every Craftax algorithm's Craftax-Symbolic-v1-1e9 preset
+#   1. craftax-1e9 (issues 43 and 44): every Craftax algorithm's Craftax-Symbolic-v1-1e9 preset
 #      (ppo and ppo_rnn: Craftax_Baselines'; pqn_rnn: purejaxql's; ppo_rnd: Craftax_Baselines';
 #      ppo_trxl: TransformerXL_PPO_JAX's; their 1e9 sizes) for 20,054,016 env steps, one seed
 #      each, one evaluation at the end. Their schedules (learning rate, epsilon) run over these
-#      steps, not over 1e9: a 2e7 run in the 1e9 configuration, the largest that fits beside
-#      step 1 (a guess until a GPU has run it: the wall times will say); beside the README's
-#      curves at 1e9 (PPO 11.9%, PPO-RNN 15.3%, PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%)
+#      steps, not over 1e9: a 2e7 run in the 1e9 configuration, beside the README's curves at
+#      1e9 (PPO 11.9%, PPO-RNN 15.3%, PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%). 2e7 is a guess
+#      at what one 10-minute call holds for all five (no GPU has run it: the wall times will
+#      say); the rows past the budget are named in skipped.txt for the next call's --only
+#   2. minatar (issue 43): ppo's and pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the
+#      five games in turn, into the main returns table (benchmarks/results/returns; see below
+#      for --out): the rows of the current presets on the reference statistic (ppo's
+#      evaluation samples, as gymnax-blines' numbers do), where the table holds the earlier
+#      rows (greedy, the old statistic). A game took 22-83 s on an H100 before: about 10 min
 #   3. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
 #      under pqn_rnn's MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7
 #      env steps, 4 seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an
@@ -34,15 +35,17 @@
 #      of its paper publishes none for CheetahRun)
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
-# and named in skipped.txt. Rows go to <out>/returns (a returns table of their own; render_docs.py
-# shows it), step 1's to the main returns table. With --out every row goes to <out>/returns (a
-# lent device returns only its $OUT): move step 1's <algo>__<game>-MinAtar.json and runs/ into
-# benchmarks/results/returns, then `python benchmarks/returns.py --table-only`.
+# and named in skipped.txt: a lent device's session (15 minutes, calls of 10 at most) runs about
+# one step, so run them in turn with --only, in this order. Rows go to <out>/returns (a returns
+# table of their own; render_docs.py shows it), step 2's to the main returns table. With --out
+# every row goes to <out>/returns (a lent device returns only its $OUT): move step 2's
+# <algo>__<game>-MinAtar.json and runs/ into benchmarks/results/returns, then
+# `python benchmarks/returns.py --table-only`.
 #
 # It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
 #
 #   bash benchmarks/gpu_suites.sh                       # writes benchmarks/results/gpu/returns/
-#   bash benchmarks/gpu_suites.sh --only minatar craftax-1e9
+#   bash benchmarks/gpu_suites.sh --only craftax-1e9
 #   bash benchmarks/gpu_suites.sh --only brax-hopper:sac brax-hopper:td3
 #   bash benchmarks/gpu_suites.sh --tiny --out /tmp/suites   # tiny budgets, on any device
 set -euo pipefail
@@ -51,10 +54,10 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="minatar craftax-1e9 minatar-rnn craftax brax-hopper dm-control fast-td3"
-steps="$steps minatar:ppo minatar:pqn"  # rows: STEP:ALGO
+steps="craftax-1e9 minatar minatar-rnn craftax brax-hopper dm-control fast-td3"
 steps="$steps craftax-1e9:ppo craftax-1e9:ppo_rnn craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd"
-steps="$steps craftax-1e9:ppo_trxl minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
+steps="$steps craftax-1e9:ppo_trxl minatar:ppo minatar:pqn"  # rows: STEP:ALGO
+steps="$steps minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
 steps="$steps brax-hopper:ppo_continuous brax-hopper:sac brax-hopper:td3"
 steps="$steps dm-control:ppo_continuous fast-td3:fast_td3"
 # shellcheck source=benchmarks/gpu_setup.sh
@@ -69,7 +72,7 @@ python=${PYTHON:-python}
 gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
 
 rows="$out/returns"
-main_rows=benchmarks/results/returns  # step 1 replaces the main table's rows of those presets
+main_rows=benchmarks/results/returns  # step 2 replaces the main table's rows of those presets
 if ((tiny)) || [[ "$out" != benchmarks/results/gpu ]]; then
     main_rows=$rows
 fi
@@ -96,7 +99,8 @@ else
     minatar=""
 fi
 
-step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row (ROWS=dir)
+step_rows=$rows  # where step() writes its row
+step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
     local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
     shift 5
     if [[ -n "$only" && " $only " != *" $name "* && " $only " != *" $name:$algo "* ]]; then
@@ -111,23 +115,25 @@ step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py 
     (($#)) && flags+=(--set "$@")
     echo "== $name: $algo $env" >&2
     "$python" benchmarks/returns.py --algo "$algo" --envs "$env" --num-seeds "$num_seeds" \
-        --out "${ROWS:-$rows}" "${flags[@]}"
+        --out "$step_rows" "${flags[@]}"
     echo "== $name: $algo $env: $((SECONDS - start)) s" >&2
 }
 
 # shellcheck disable=SC2086  # the override lists split into words on purpose
-for algo in ppo pqn; do
-    for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
-        # shellcheck disable=SC2086
-        ROWS=$main_rows step minatar "$algo" "$game-MinAtar" "$seeds" 1 $minatar
-    done
-done
 for algo in ppo ppo_rnn pqn_rnn ppo_rnd; do
     # shellcheck disable=SC2086
     step craftax-1e9 "$algo" Craftax-Symbolic-v1-1e9 1 1 $frontier
 done
 # shellcheck disable=SC2086
 step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
+step_rows=$main_rows
+for algo in ppo pqn; do
+    for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
+        # shellcheck disable=SC2086
+        step minatar "$algo" "$game-MinAtar" "$seeds" 1 $minatar
+    done
+done
+step_rows=$rows
 for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
     # shellcheck disable=SC2086
     step minatar-rnn pqn_rnn "$game-MinAtar" "$seeds" 1 $minatar

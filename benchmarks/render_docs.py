@@ -19,7 +19,6 @@ Two more kinds of block are taken from an algorithm file, so that docs/algorithm
     <!-- flags: algorithms/ppo.py -->     the Config's fields: flag, default, docstring
     <!-- presets: algorithms/ppo.py -->   the names `--preset` takes
 
-
     python benchmarks/render_docs.py           # rewrite the docs in place
     python benchmarks/render_docs.py --check   # exit 1, naming the docs out of step
 """
@@ -66,7 +65,8 @@ def flags(source: Path) -> str:
             "Literal",
             "typing.Literal",
         ):
-            choices = [e.value for e in getattr(node.annotation.slice, "elts", [])]
+            values = node.annotation.slice
+            choices = [e.value for e in getattr(values, "elts", [values])]
             doc += f" Choices: {', '.join(map(str, choices))}."
         flag = f"`--{name}`"
         if ast.unparse(node.annotation) == "bool":
@@ -77,7 +77,8 @@ def flags(source: Path) -> str:
 
 
 def presets(source: Path) -> str:
-    """The names an algorithm file's `--preset` takes, in its order."""
+    """The names an algorithm file's `--preset` takes, in its order (from the installed
+    `canter.algorithms` module of that name)."""
     module = importlib.import_module(f"canter.algorithms.{source.stem}")
     names = list(getattr(module, "PRESETS", {}))
     return ", ".join(f"`{name}`" for name in names) if names else "none"

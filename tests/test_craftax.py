@@ -220,7 +220,8 @@ def test_the_presets_build_the_reference_runs(game):
     for suffix, (envs, steps, chunk, lr, iterations, evaluations) in runs.items():
         config = dataclasses.replace(ppo_trxl.Config(), **ppo_trxl.PRESETS[game + suffix])
         sizes = (config.num_envs, config.num_steps, config.grad_chunk, config.learning_rate)
-        assert sizes == (envs, steps, chunk, lr) and config.num_iterations == iterations
+        assert config.env == craftax.PREFIX + game and config.num_iterations == iterations
+        assert sizes == (envs, steps, chunk, lr)
         network = (config.embed_size, config.num_heads, config.num_layers, config.memory_len)
         assert network == (256, 8, 2, 128) and (config.gamma, config.gae_lambda) == (0.999, 0.8)
         assert (config.ent_coef, config.num_minibatches) == (0.002, 8)

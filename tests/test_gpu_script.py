@@ -134,6 +134,25 @@ def test_the_suites_script_refuses_an_unknown_step(repo_root):
     assert "no step 'minigrid'" in done.stderr and "brax-hopper" in done.stderr
 
 
+def test_the_suites_scripts_steps_are_numbered_in_its_header_and_run_in_that_order(repo_root):
+    """gpu_suites.sh: the steps `--only` takes are the header's numbered list, in order, and
+    the script calls them in that order (a lent device runs them one call at a time)."""
+    script = (repo_root / "benchmarks" / "gpu_suites.sh").read_text()
+    every = " ".join(re.findall(r'^steps="(?:\$steps )?([^"]*)"', script, re.MULTILINE)).split()
+    names = [name for name in every if ":" not in name]
+    header = script.split("\nset -euo pipefail")[0]
+    assert re.findall(r"^#\s+\d+\. ([\w-]+)", header, re.MULTILINE) == names
+    called = re.findall(r"^ *step (\S+) ", script, re.MULTILINE)
+    assert list(dict.fromkeys(called)) == names, called
+    for row in (name for name in every if ":" in name):  # each row's step calls its algorithm
+        step, algo = row.split(":")
+        literal = rf"^ *step {step} {algo} "
+        looped = (
+            rf"^ *for algo in [^\n]*\b{algo}\b[^\n]*\n(?:[^\n]*\n){{0,3}} *step {step} \"\$algo\""
+        )
+        assert re.search(literal, script, re.M) or re.search(looped, script, re.M), row
+
+
 @pytest.mark.parametrize("algo", ["ppo_continuous", "sac", "td3"])
 def test_the_hopper_settings_build_their_runs(repo_root, algo):
     """benchmarks/physics_settings.sh, the hopper rows of gpu_suites.sh and cpu_physics.sh:
