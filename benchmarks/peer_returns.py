@@ -84,19 +84,45 @@ def run_sbx(algo: str, env_id: str, seed: int, total_timesteps: int) -> dict:
     }
 
 
+# Config fields that may differ between a canter program and sbx's run of the same preset.
+PER_RUN = {"seed", "num_seeds", "total_timesteps", "env"}
+
+
+def preset_changes(config: dict, settings: dict) -> dict:
+    """The fields, present in both, in which a canter program's config.json differs from the
+    settings sbx was given (its seed and budget aside): a preset edited between the two runs.
+    Fields the older side lacks were added later with defaults that kept every program."""
+    shared = (set(config) & set(settings)) - PER_RUN
+    return {k: (config[k], settings[k]) for k in sorted(shared) if config[k] != settings[k]}
+
+
 def canter_curves(
-    algo: str, env: str, steps: int, results: Path = RESULTS, folders: str = "returns*"
+    algo: str,
+    env: str,
+    steps: int,
+    results: Path = RESULTS,
+    folders: str = "returns*",
+    settings: dict | None = None,
 ) -> dict[int, list]:
     """Evaluation curves per seed of every canter run of `algo` from the `env` preset at this
     budget, gathered over the `folders` result directories (`returns.py --out ...`, one per
-    batch of seeds); runs that changed anything besides the budget and the seed are left out."""
+    batch of seeds); runs that changed anything besides the budget and the seed are left out,
+    and so are runs of an earlier version of the preset than `settings` (sbx's), said on
+    stderr."""
     curves: dict[int, list] = {}
     for path in sorted(results.glob(f"{folders}/{algo}__{env}.json")):
         row = json.loads(path.read_text())
         changed = set(row.get("overrides", {})) - {"total_timesteps", "seed"}
         if row.get("preset") != env or changed or row["env_steps"] != steps:
             continue
-        for log in sorted((path.parent / "runs" / f"{algo}__{env}").glob("seed_*/metrics.csv")):
+        folder = path.parent / "runs" / f"{algo}__{env}"
+        if settings is not None and (folder / "config.json").exists():
+            edits = preset_changes(json.loads((folder / "config.json").read_text()), settings)
+            if edits:
+                said = ", ".join(f"{k} {a!r} where sbx ran {b!r}" for k, (a, b) in edits.items())
+                print(f"left out {path}: an earlier {env} preset ({said})", file=sys.stderr)
+                continue
+        for log in sorted(folder.glob("seed_*/metrics.csv")):
             with log.open() as f:
                 curve = [float(r["eval/episodic_return"]) for r in csv.DictReader(f)]
             curves[int(log.parent.name.removeprefix("seed_"))] = curve
@@ -129,10 +155,14 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
     """Markdown: per (algo, env, budget), sbx's seeds beside canter's, final evaluation and the
     mean of the `last` evaluations (a single evaluation of a few episodes swings widely)."""
     groups: dict[tuple, dict[int, list]] = {}
+    settings: dict[tuple, dict] = {}
     for path in sorted(out.glob("sbx_*.json")):
         result = json.loads(path.read_text())
         key = (result["algo"], result["env"], result["env_steps"])
         groups.setdefault(key, {})[result["seed"]] = [c["eval_return"] for c in result["curve"]]
+        mine = {k: v for k, v in result.get("settings", {}).items() if k not in PER_RUN}
+        if settings.setdefault(key, mine) != mine:
+            raise SystemExit(f"{path}: sbx's seeds of {key} ran different settings")
     lines = [
         f"| algorithm | env | env steps | library | seeds | final return: mean (per seed) | "
         f"last {last} evaluations: mean (per seed) | canter - sbx, last {last}: Welch t (p), "
@@ -140,7 +170,7 @@ def table(out: Path = OUT, results: Path = RESULTS, last: int = 5) -> str:
         "|---|---|---:|---|---|---|---|---|",
     ]
     for (algo, env, steps), peer in sorted(groups.items()):
-        mine = canter_curves(algo, env, steps, results)
+        mine = canter_curves(algo, env, steps, results, settings=settings[algo, env, steps])
         for library, curves in (("sbx", peer), ("canter", mine)):
             if not curves:
                 lines.append(

@@ -255,10 +255,11 @@ def test_mujoco_update_bound_and_table_keep_each_algorithm():
     assert "- td3: 1 round(s), m, d." in lines
 
 
-def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
+def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path, capsys):
     """sbx's seeds of one (algo, env, budget) sit beside canter's seeds of the same preset and
-    budget, gathered over several `returns*/` directories; a canter run at another budget or
-    with other changed settings is left out, and a group without canter says so."""
+    budget, gathered over several `returns*/` directories; a canter run at another budget,
+    with other changed settings, or of an earlier version of the preset than sbx ran is left
+    out, and a group without canter says so."""
     from benchmarks import peer_returns
 
     out, results = tmp_path / "peer", tmp_path / "results"
@@ -269,6 +270,7 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
             env_steps=20_000,
             seed=seed,
             curve=[{"eval_return": r} for r in curve],
+            settings=dict(seed=seed, tau=0.005, total_timesteps=20_000),
         )
         peer_returns.write_json(out / f"sbx_td3__Hopper-v5__seed{seed}.json", result)
     peer_returns.write_json(
@@ -276,9 +278,15 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
         dict(algo="sac", env="Hopper-v5", env_steps=20_000, seed=0, curve=[{"eval_return": 9.0}]),
     )
 
-    def canter_run(folder: str, algo: str, steps: int, overrides: dict, curves: dict) -> None:
+    def canter_run(folder, algo, steps, overrides, curves, tau=0.005, new_field=True) -> None:
         row = dict(env_steps=steps, preset="Hopper-v5", overrides=overrides)
         peer_returns.write_json(results / folder / f"{algo}__Hopper-v5.json", row)
+        config = dict(algo=algo, seed=min(curves), num_seeds=len(curves), tau=tau)
+        if not new_field:  # a program older than the settings field sbx also has: not a change
+            config.pop("tau")
+        peer_returns.write_json(
+            results / folder / "runs" / f"{algo}__Hopper-v5/config.json", config
+        )
         for seed, curve in curves.items():
             log = results / folder / "runs" / f"{algo}__Hopper-v5" / f"seed_{seed}" / "metrics.csv"
             log.parent.mkdir(parents=True)
@@ -287,6 +295,8 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
 
     canter_run("returns", "td3", 20_000, {"total_timesteps": 20_000}, {0: [5.0, 300.0]})
     canter_run("returns_more", "td3", 20_000, {"seed": 1}, {1: [5.0, 400.0], 2: [7.0, 500.0]})
+    canter_run("returns_before", "td3", 20_000, {"seed": 3}, {3: [1e4, 1e4]}, tau=0.01)
+    canter_run("returns_older", "td3", 20_000, {"seed": 4}, {4: [9.0, 600.0]}, new_field=False)
     canter_run("returns_other", "td3", 20_000, {"tau": 0.01}, {5: [1e4, 1e4]})
     canter_run("returns_short", "sac", 10_000, {}, {0: [1.0]})
     lines = peer_returns.table(out, results, last=2).splitlines()
@@ -294,9 +304,10 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path):
         "| sac | Hopper-v5 | 20,000 | sbx | 0 | 9 (9) | 9 (9) |  |",
         "| sac | Hopper-v5 | 20,000 | canter | | no run at this budget | | |",
         "| td3 | Hopper-v5 | 20,000 | sbx | 0, 1 | 2,000 (1,000, 3,000) | 1,000 (500, 1,500) |  |",
-        "| td3 | Hopper-v5 | 20,000 | canter | 0, 1, 2 | 400 (300, 400, 500) "
-        "| 203 (152, 202, 254) | -797: t = -1.59 (p = 0.36), permutation p = 0.10 |",
+        "| td3 | Hopper-v5 | 20,000 | canter | 0, 1, 2, 4 | 450 (300, 400, 500, 600) "
+        "| 228 (152, 202, 254, 304) | -772: t = -1.54 (p = 0.37), permutation p = 0.07 |",
     ]
+    assert "returns_before" in capsys.readouterr().err  # said, not silently dropped
 
 
 def test_welch_t_test_against_its_formula():
