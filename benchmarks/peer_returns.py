@@ -214,8 +214,9 @@ def main() -> None:
         result["run_s_alone"] = not args.shared_machine
         name = f"sbx_{args.algo}__{args.env}__seed{args.seed}.json"
         write_json(args.out / name, result)
-    atomic_write(args.out / "peer_returns.md", table(args.out))
-    print(table(args.out))
+    text = table(args.out)
+    atomic_write(args.out / "peer_returns.md", text)
+    print(text)
 
 
 if __name__ == "__main__":
