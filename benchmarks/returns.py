@@ -78,6 +78,8 @@ CLEANRL = {
     ("td3", "Walker2d-v5"): (4057.59, 1_000_000, "Walker2d-v4"),
     ("ppo_atari", "ALE/Breakout-v5"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
     ("ppo_atari", "ALE/Pong-v5"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
+    ("ppo_atari", "BreakoutNoFrameskip-v4"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
+    ("ppo_atari", "PongNoFrameskip-v4"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
 }
 # Craftax: the README's score is the return as a percentage of the maximum (226 points in
 # Craftax, 22 in Classic: one per achievement, weighted); its table at 1e6 env steps,
