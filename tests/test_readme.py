@@ -151,6 +151,26 @@ def test_every_maintained_algorithm_file_has_a_row_with_a_headline():
         assert re.search(r"\d", headline) and "seed" in headline, (name, headline)
 
 
+def test_every_headline_is_a_row_of_the_results_table():
+    """A headline names its env and `mean +- std`; the results table has that row, so a re-run
+    that changes the row cannot leave the README quoting the old figure."""
+    table = (ROOT / "benchmarks" / "results" / "returns" / "returns.md").read_text()
+    results = set()
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) > 5:
+            results.add((cells[0], cells[1].split(":")[-1], cells[5]))
+    rows = re.findall(r"^\| \[`(\w+)\.py`\]\(algorithms/\1\.py\) \|(.*)\|$", README, re.M)
+    for name, cells in rows:
+        headline = cells.split("|")[-1].strip()
+        env = headline.split(",")[0].split(":")[-1]
+        figure = re.search(r"seeds: (-?[\d.]+ \+- [\d.]+)", headline)
+        assert figure, f"{name}'s headline names no `mean +- std`: {headline}"
+        assert (name, env, figure[1]) in results, (
+            f"{name}'s headline ({env}: {figure[1]}) is no row of returns.md"
+        )
+
+
 def test_set_up_and_test_lines_are_what_ci_runs():
     """Every install, CI or test line of the README's bash blocks (checked here without running
     the commands; the slow test below runs the rest)."""
