@@ -10,11 +10,11 @@
 #      1e9 (PPO 11.9%, PPO-RNN 15.3%, PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%). 2e7 is a guess
 #      at what one 10-minute call holds for all five (no GPU has run it: the wall times will
 #      say); the rows past the budget are named in skipped.txt for the next call's --only
-#   2. minatar (issue 43): ppo's and pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the
-#      five games in turn, into the main returns table (benchmarks/results/returns; see below
-#      for --out): the rows of the current presets on the reference statistic (ppo's
-#      evaluation samples, as gymnax-blines' numbers do), where the table holds the earlier
-#      rows (greedy, the old statistic). A game took 22-83 s on an H100 before: about 10 min
+#   2. minatar (issue 43): pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the five
+#      games in turn, into the main returns table (benchmarks/results/returns; see below for
+#      --out): its rows on the reference statistic, where the table holds rows on the old one
+#      (ppo's current rows ran on the 2-core CPU, 14-19 min a game). A game took 49-83 s on an
+#      H100 before: about 6 min
 #   3. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
 #      under pqn_rnn's MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7
 #      env steps, 4 seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an
@@ -56,7 +56,7 @@ tiny=0
 only=""
 steps="craftax-1e9 minatar minatar-rnn craftax brax-hopper dm-control fast-td3"
 steps="$steps craftax-1e9:ppo craftax-1e9:ppo_rnn craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd"
-steps="$steps craftax-1e9:ppo_trxl minatar:ppo minatar:pqn"  # rows: STEP:ALGO
+steps="$steps craftax-1e9:ppo_trxl minatar:pqn"  # rows: STEP:ALGO
 steps="$steps minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
 steps="$steps brax-hopper:ppo_continuous brax-hopper:sac brax-hopper:td3"
 steps="$steps dm-control:ppo_continuous fast-td3:fast_td3"
@@ -127,11 +127,9 @@ done
 # shellcheck disable=SC2086
 step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
 step_rows=$main_rows
-for algo in ppo pqn; do
-    for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
-        # shellcheck disable=SC2086
-        step minatar "$algo" "$game-MinAtar" "$seeds" 1 $minatar
-    done
+for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
+    # shellcheck disable=SC2086
+    step minatar pqn "$game-MinAtar" "$seeds" 1 $minatar
 done
 step_rows=$rows
 for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
