@@ -141,10 +141,15 @@ def check_setup_line(command: str) -> None:
         )
 
 
+def algorithm_rows():
+    """(file name, the row's cells after the link) for each algorithm row of README's table."""
+    return re.findall(r"^\| \[`(\w+)\.py`\]\(algorithms/\1\.py\) \|(.*)\|$", README, re.M)
+
+
 def test_every_maintained_algorithm_file_has_a_row_with_a_headline():
     from canter.algorithms import HOUSE
 
-    rows = re.findall(r"^\| \[`(\w+)\.py`\]\(algorithms/\1\.py\) \|(.*)\|$", README, re.M)
+    rows = algorithm_rows()
     assert sorted(name for name, _ in rows) == sorted(HOUSE), rows
     for name, cells in rows:
         headline = cells.split("|")[-1]
@@ -160,7 +165,7 @@ def test_every_headline_is_a_row_of_the_results_table():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if len(cells) > 5:
             results.add((cells[0], cells[1].split(":")[-1], cells[5]))
-    rows = re.findall(r"^\| \[`(\w+)\.py`\]\(algorithms/\1\.py\) \|(.*)\|$", README, re.M)
+    rows = algorithm_rows()
     for name, cells in rows:
         headline = cells.split("|")[-1].strip()
         env = headline.split(",")[0].split(":")[-1]
