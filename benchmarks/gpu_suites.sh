@@ -10,25 +10,20 @@
 #      1e9 (PPO 11.9%, PPO-RNN 15.3%, PQN-RNN 16.0%, RND 12.0%, PPO-TrXL 18.3%). 2e7 is a guess
 #      at what one 10-minute call holds for all five (no GPU has run it: the wall times will
 #      say); the rows past the budget are named in skipped.txt for the next call's --only
-#   2. minatar (issue 43): pqn's MinAtar presets at their 1e7 env steps, 4 seeds, the five
-#      games in turn, into the main returns table (benchmarks/results/returns; see below for
-#      --out): its rows on the reference statistic, where the table holds rows on the old one
-#      (ppo's current rows ran on the 2-core CPU, 14-19 min a game). A game took 49-83 s on an
-#      H100 before: about 6 min
-#   3. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
+#   2. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
 #      under pqn_rnn's MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7
 #      env steps, 4 seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an
-#      H100)
-#   4. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
+#      H100 and 13-35 min on the 2-core CPU)
+#   3. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
 #      steps, 4 seeds (the Craftax README's 1M table: PPO 2.2%, PPO-RNN 2.3%; the CPU's rows
 #      are in the main table)
-#   5. brax-hopper: ppo_continuous, sac and td3 on brax:hopper, 1e6 env steps, one seed, in
+#   4. brax-hopper: ppo_continuous, sac and td3 on brax:hopper, 1e6 env steps, one seed, in
 #      rejax's benchmark/hopper_1m.yaml settings as far as canter's flags reach them (rejax's
 #      figure, A100: PPO 2 min 14 s, SAC 7 min 57 s, TD3 6 min 15 s; differences in
 #      docs/notes/playground-reference.md section 5): the wall times go beside rejax's
-#   6. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
+#   5. dm-control: ppo_continuous's Playground preset on CartpoleBalance at its budget
 #      (88,473,600 env steps), one seed
-#   7. fast-td3: fast_td3's CheetahRun preset (FastTD3's DM Control configuration at its sizes:
+#   6. fast-td3: fast_td3's CheetahRun preset (FastTD3's DM Control configuration at its sizes:
 #      1,024 envs, batches of 32,768, 1024-wide critics) for 10,240,000 env steps, 10,000 of
 #      its 150,000 vector steps and 2 of its 30 evaluations, one seed: the return and the wall
 #      time at that point of FastTD3's curve (its code logs wall time; what is reachable here
@@ -36,11 +31,8 @@
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
 # and named in skipped.txt: a lent device's session (15 minutes, calls of 10 at most) runs about
-# one step, so run them in turn with --only, in this order. Rows go to <out>/returns (a returns
-# table of their own; render_docs.py shows it), step 2's to the main returns table. With --out
-# every row goes to <out>/returns (a lent device returns only its $OUT): move step 2's
-# <algo>__<game>-MinAtar.json and runs/ into benchmarks/results/returns, then
-# `python benchmarks/returns.py --table-only`.
+# one step, so run them in turn with --only, in this order. Rows go to <out>/returns, a returns
+# table of their own (render_docs.py shows it).
 #
 # It installs nothing: a CUDA jax and benchmarks/requirements-gpu.txt (the suites' section too).
 #
@@ -54,9 +46,9 @@ cd "$(dirname "$0")/.."
 out=benchmarks/results/gpu
 tiny=0
 only=""
-steps="craftax-1e9 minatar minatar-rnn craftax brax-hopper dm-control fast-td3"
+steps="craftax-1e9 minatar-rnn craftax brax-hopper dm-control fast-td3"
 steps="$steps craftax-1e9:ppo craftax-1e9:ppo_rnn craftax-1e9:pqn_rnn craftax-1e9:ppo_rnd"
-steps="$steps craftax-1e9:ppo_trxl minatar:pqn"  # rows: STEP:ALGO
+steps="$steps craftax-1e9:ppo_trxl"  # rows: STEP:ALGO
 steps="$steps minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
 steps="$steps brax-hopper:ppo_continuous brax-hopper:sac brax-hopper:td3"
 steps="$steps dm-control:ppo_continuous fast-td3:fast_td3"
@@ -72,10 +64,6 @@ python=${PYTHON:-python}
 gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
 
 rows="$out/returns"
-main_rows=benchmarks/results/returns  # step 2 replaces the main table's rows of those presets
-if ((tiny)) || [[ "$out" != benchmarks/results/gpu ]]; then
-    main_rows=$rows
-fi
 mkdir -p "$rows"
 rm -f "$out/skipped.txt"
 if ((tiny)); then
@@ -99,7 +87,6 @@ else
     minatar=""
 fi
 
-step_rows=$rows  # where step() writes its row
 step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
     local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
     shift 5
@@ -115,7 +102,7 @@ step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py 
     (($#)) && flags+=(--set "$@")
     echo "== $name: $algo $env" >&2
     "$python" benchmarks/returns.py --algo "$algo" --envs "$env" --num-seeds "$num_seeds" \
-        --out "$step_rows" "${flags[@]}"
+        --out "$rows" "${flags[@]}"
     echo "== $name: $algo $env: $((SECONDS - start)) s" >&2
 }
 
@@ -126,12 +113,6 @@ for algo in ppo ppo_rnn pqn_rnn ppo_rnd; do
 done
 # shellcheck disable=SC2086
 step craftax-1e9 ppo_trxl Craftax-Symbolic-v1-1e9 1 1 $frontier $trxl
-step_rows=$main_rows
-for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
-    # shellcheck disable=SC2086
-    step minatar pqn "$game-MinAtar" "$seeds" 1 $minatar
-done
-step_rows=$rows
 for game in Breakout SpaceInvaders Asterix Freeway Seaquest; do
     # shellcheck disable=SC2086
     step minatar-rnn pqn_rnn "$game-MinAtar" "$seeds" 1 $minatar
