@@ -13,7 +13,8 @@
 #   2. minatar-rnn (issue 44): pqn_rnn's MinAtar presets (purejaxql's PQN MinAtar training
 #      under pqn_rnn's MLP and GRU, canter's choice: no PQN-RNN MinAtar reference) at their 1e7
 #      env steps, 4 seeds, the five games in turn (pqn's MinAtar rows took 49-83 s a game on an
-#      H100 and 13-35 min on the 2-core CPU)
+#      H100 and 13-35 min on the 2-core CPU; pqn_rnn's Breakout ran 8,250 env steps/s over 4
+#      seeds on that CPU, about 81 min a game, hence a GPU step)
 #   3. craftax: PPO and PPO-RNN, Craftax_Baselines' presets on Craftax-Symbolic-v1, 1e6 env
 #      steps, 4 seeds (the Craftax README's 1M table: PPO 2.2%, PPO-RNN 2.3%; the CPU's rows
 #      are in the main table)
