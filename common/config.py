@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import math
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Annotated
 
 import jax
@@ -56,7 +56,7 @@ _DEFERRED = contextvars.ContextVar("canter_config_checks_deferred", default=Fals
 
 
 @contextlib.contextmanager
-def deferred_checks() -> typing.Iterator[None]:
+def deferred_checks() -> Iterator[None]:
     """Configs built inside skip their range checks: the command line parses flags with tyro,
     which would print a ConfigError raised mid-parse in its own multi-line box; the CLI checks
     the parsed Config afterwards (`checked`), so the error is one `error:` line like the rest."""
