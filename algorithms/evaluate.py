@@ -216,7 +216,8 @@ def main(
     print(f"{run_dir}: checkpoint after interval {header['interval']}, {episodes} episodes each")
     for label, value in zip(batch.labels, returns, strict=True):
         print(f"  {label}: mean return {value:.2f}")
-    print(f"mean over entries {returns.mean():.2f} +- {returns.std():.2f} ({batch.size} entries)")
+    entries = f"{batch.size} entr" + ("ies" if batch.size != 1 else "y")
+    print(f"mean over entries {returns.mean():.2f} +- {returns.std():.2f} ({entries})")
     result = {
         "returns": returns.tolist(),
         "mean": float(returns.mean()),

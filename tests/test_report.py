@@ -42,6 +42,8 @@ def test_the_done_line_gives_mean_and_spread():
         said[0] == "done: return 20.00 +- 1.50  eval 12.50 +- 0.50  (2 seeds, 4,096 env steps each)"
     )
     assert not any("no training episode ended" in line for line in said)
+    one = lines({**summary(20.0, 0.0, finite=1), "num_seeds": 1})
+    assert one[0].endswith("(1 seed, 4,096 env steps each)"), one[0]
 
 
 def test_no_episode_ended_in_the_last_interval_is_a_dash_and_says_why():

@@ -52,7 +52,9 @@ class Programs:
     @property
     def layout(self) -> str:
         rows, data = self.sharded.mesh.shape["batch"], self.sharded.mesh.shape["data"]
-        return f"{rows} device(s)" if data == 1 else f"{rows}x{data} devices (data-parallel)"
+        if data > 1:
+            return f"{rows}x{data} devices (data-parallel)"
+        return f"{rows} device" + ("s" if rows != 1 else "")
 
 
 def compile_programs(

@@ -118,10 +118,9 @@ def report(say: Say, summary: dict[str, Any]) -> None:
                 + f"  {_spread(point, 'final', 8, 6)}  {_spread(point, 'eval', 8, 6)}"
             )
     else:
-        finite = summary["finite_seeds"]
-        seeds = f"{summary['num_seeds']} seeds" + (
-            f", {finite} finite" if finite < summary["num_seeds"] else ""
-        )
+        finite, num_seeds = summary["finite_seeds"], summary["num_seeds"]
+        seeds = f"{num_seeds} seed" + ("s" if num_seeds != 1 else "")
+        seeds += f", {finite} finite" if finite < num_seeds else ""
         say(
             f"done: return {_spread(summary, 'final')}  eval {_spread(summary, 'eval')}"
             f"  ({seeds}, {summary['env_steps']:,} env steps each)"

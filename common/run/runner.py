@@ -251,7 +251,8 @@ def _check_mjx_on_cpu(config: Any, batch: Batch) -> None:
 
 def _what(algo: str, config: Any, batch: Batch) -> str:
     grid = f", {len(batch.points)} sweep points" if batch.sweep else ""
-    return f"{algo} on {config.env}: {len(batch.seeds)} seed(s){grid}"
+    seeds = f"{len(batch.seeds)} seed" + ("s" if len(batch.seeds) != 1 else "")
+    return f"{algo} on {config.env}: {seeds}{grid}"
 
 
 def _intervals(
