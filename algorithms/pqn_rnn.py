@@ -481,10 +481,16 @@ def make_train(config: Config) -> trainer.Train:
 # 128 steps, no window, 4 epochs x 4 minibatches of whole sequences, RAdam lr 3e-4 decayed
 # linearly, grad norm 0.5, epsilon 1 -> 0.005 over the first 10%, lambda 0.5, gamma 0.99, no
 # reward scaling, one layer of 512 (LayerNorm, ReLU) under an LSTM of 512 that also reads the
-# last action, a world generated per 16 envs each step for resets (canter's Craftax adapter does
-# the same), 1e9 env steps; the Craftax README's 16.0% at 1e9 is its training statistic.
+# last action, 1e9 env steps; the Craftax README's 16.0% at 1e9 is its training statistic.
+# Resets: purejaxql generates num_envs / 16 fresh worlds each step and shares them among the
+# envs whose episode ended; canter's Craftax adapter keeps one spare world per env and
+# regenerates at most num_envs / 16 of the used ones per step (common/envs/craftax.py): the
+# same generation cost, and no two envs continue in the same world.
 # Deviations: no BatchRenorm on the input (purejaxql's observation normalisation; canter has
 # none, as pqn.py's Craftax preset); Equinox's init; greedy evaluations of 16 episodes.
+# Every Craftax preset below applies to both symbolic games (Craftax-Symbolic-v1 and
+# Craftax-Classic-Symbolic-v1, the `CRAFTAX_GAMES`); the rows were measured on
+# Craftax-Symbolic-v1 only.
 CRAFTAX = dict(
     num_eval_envs=16,
     memory_window=0,
@@ -523,11 +529,12 @@ CRAFTAX_1M = dict(
 # purejaxql's pqn_minatar.yaml (47af6d7), as pqn.py's MinAtar presets: 128 envs x 32 steps, 2
 # epochs x 32 minibatches (4 whole env sequences each), RAdam lr 5e-4 decayed linearly, grad norm
 # 10, epsilon 1 -> 0.05 over the first 10%, lambda 0.65, gamma 0.99, no reward scaling, 1e7 env
-# steps. pqn.py's CNN is not used: the recurrent file keeps one MLP body for every suite.
+# steps, greedy evaluations on 128 envs (its TEST_ENVS). pqn.py's CNN is not used: the recurrent
+# file keeps one MLP body for every suite. Applies to the five MinAtar games.
 MINATAR = dict(
     total_timesteps=10_000_000,
     eval_every=409_600,  # 100 iterations of 4,096
-    num_eval_envs=32,
+    num_eval_envs=128,
     num_envs=128,
     num_steps=32,
     learning_rate=5e-4,
@@ -538,7 +545,20 @@ MINATAR = dict(
     exploration_fraction=0.1,
     reward_scale=1.0,
 )
+# The README's headline: CartPole without velocities, where the defaults (purejaxql's
+# pqn_rnn_cartpole.yaml, for CartPole-v1 at 5e5) learn slowly. canter's configuration, set
+# when the file was written (purejaxql publishes none for this env): a narrower network (128),
+# 4 minibatches of 8 whole sequences, lr 3e-4, 1e6 env steps; the rest is the defaults.
+NO_VELOCITY = dict(
+    env="CartPole-v1-NoVelocity",
+    total_timesteps=999_424,  # 488 iterations of 2,048
+    eval_every=249_856,  # 122 iterations: 4 evaluations
+    hidden_size=128,
+    num_minibatches=4,
+    learning_rate=3e-4,
+)
 PRESETS = {f"{game}-MinAtar": dict(MINATAR, env=f"{game}-MinAtar") for game in MINATAR_GAMES}
+PRESETS["CartPole-v1-NoVelocity"] = NO_VELOCITY
 PRESETS |= {game: dict(CRAFTAX_1M, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 PRESETS |= {f"{game}-1e9": dict(CRAFTAX_1E9, env=f"craftax:{game}") for game in CRAFTAX_GAMES}
 

@@ -334,21 +334,14 @@ def test_bad_config_raises_config_error(overrides, needles):
 
 @pytest.mark.learning_extra
 def test_memory_solves_cartpole_without_velocities():
-    # The returns table's row (docs/results.md): purejaxql's CartPole config at CPU sizes
-    # (width 128, 4 minibatches), lr 3e-4, 1e6 env steps, seeds 0-3 in one program. Measured
+    # The returns table's row and the README's headline (docs/results.md): the preset
+    # CartPole-v1-NoVelocity, purejaxql's CartPole config at CPU sizes (width 128, 4
+    # minibatches), lr 3e-4, 1e6 env steps, seeds 0-3 in one program. Measured
     # 2026-12-02: greedy 500, 338.9, 368.9, 338.9 (mean 386.7), training return 434.5, 223.2,
     # 283.6, 334.7 (mean 319.0, epsilon at its 0.2 floor). Feed-forward ppo reads 41.8 greedy on
     # this task (its row, 8 seeds), ppo_rnn 345.8 at 5e5. Thresholds under the worst seeds: the
     # greedy mean 300 and every seed 250 (six times ppo's), the training mean 200.
-    config = pr.Config(
-        env="CartPole-v1-NoVelocity",
-        num_seeds=4,
-        total_timesteps=999_424,
-        eval_every=249_856,
-        hidden_size=128,
-        num_minibatches=4,
-        learning_rate=3e-4,
-    )
+    config = pr.Config(**pr.PRESETS["CartPole-v1-NoVelocity"], num_seeds=4)
     summary = trainer.run(config, pr.make_train, algo="pqn_rnn", verbose=False).summary
     assert summary["eval_return_mean"] >= 300, summary
     assert min(summary["eval_return"]) >= 250, summary
