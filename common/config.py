@@ -142,6 +142,12 @@ def pytree_config(cls: type) -> type:
     return cls
 
 
+def traced_fields(config: typing.Any) -> list[str]:
+    """The fields of a `pytree_config` Config that are leaves: tracers under the runner."""
+    paths = jax.tree_util.tree_flatten_with_path(config)[0]
+    return [path[0].name for path, _ in paths]
+
+
 def check_positive(config: typing.Any, *names: str) -> None:
     """Fail clearly when any named size or coefficient is zero or negative."""
     bad = [f"{name}={getattr(config, name)}" for name in names if not getattr(config, name) > 0]

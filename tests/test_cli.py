@@ -311,3 +311,57 @@ def test_ctrl_c_outside_the_intervals_is_one_line_and_leaves_no_directory(
     assert code == 130 and err.startswith("stopped (SIGINT) outside training's intervals"), err
     assert err.count("\n") == 1
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_traced_value_error_names_the_line_that_asked_and_the_traced_fields():
+    # The CLI's one line for JAX's errors about Python asking a traced value (a fork's trap,
+    # tests/test_fork.py): here int() of a float field under the runner's vmap over the Config.
+    import jax
+    from canter.algorithms import ppo
+    from canter.common.run.batch import make_batch
+    from canter.common.run.cli import TRACED_VALUE, traced_value
+
+    config = ppo.Config()
+    configs, _ = make_batch(config, {}).inputs()
+    with pytest.raises(TRACED_VALUE) as raised:
+        jax.vmap(lambda c: int(c.gamma))(configs)
+    line = traced_value(raised.value, config)
+    # The last frame outside JAX and canter's common/: this file's line.
+    asked = "(`jax.vmap(lambda c: int(c.gamma))(configs)`) asks Python for a concrete value"
+    assert re.match(rf"\S*test_cli\.py:\d+ {re.escape(asked)}", line), line
+    assert "(ConcretizationTypeError)" in line, line
+    assert "gamma, gae_lambda" in line and "num_envs" not in line, line
+    assert line.endswith("Rerun with --debug for the traceback."), line
+
+
+def test_help_groups_are_titled_and_list_preset_with_its_help(monkeypatch, capsys):
+    code, out, _ = ppo_in_process(monkeypatch, capsys, "--help")
+    assert code == 0
+    # Off a terminal, tyro writes each group's title above a rule of dashes.
+    titles = re.findall(r"^ *(\w+(?: \w+)?) *\n *-{20,}", out, re.MULTILINE)
+    assert titles == ["options", "config options", "run options"], titles
+    first = " ".join(out[out.index(" options ") : out.index(" config options ")].split())
+    assert "--help" in first and "--preset NAME" in first and "the Presets listed above" in first
+    # A file without presets does not offer the flag.
+    code, out, _ = cli_in_process("ppo_atari", monkeypatch, capsys, "--help")
+    assert code == 0 and "--preset" not in out
+
+
+def test_preset_is_taken_out_of_the_flags_in_either_spelling(monkeypatch, capsys, tmp_path):
+    # `_defaults` takes --preset NAME (or --preset=NAME) before tyro, which lists it in --help:
+    # tyro never sees it, so none is ignored.
+    monkeypatch.chdir(tmp_path)
+    outs = []
+    for spelled in (["--preset", "Breakout-MinAtar"], ["--preset=Breakout-MinAtar"]):
+        code, out, err = ppo_in_process(monkeypatch, capsys, *spelled, "--dry-run")
+        assert code == 0, err
+        outs.append(out)
+    assert outs[0] == outs[1] and "ppo on Breakout-MinAtar" in outs[0], outs
+    for args, needle in [
+        (["--preset", "Breakout-MinAtar", "--resume", str(tmp_path)], "do not mix"),
+        (["--preset=Breakout-MinAtar", "--resume", str(tmp_path)], "do not mix"),
+        (["--preset", "Breakout-MinAtar", "--preset", "Asterix-MinAtar"], "more than once"),
+        (["--preset=Nope"], "--preset 'Nope' is unknown. Presets: Asterix-MinAtar,"),
+    ]:
+        code, _, err = ppo_in_process(monkeypatch, capsys, *args, "--dry-run")
+        assert code == 2 and err.count("\n") == 1 and needle in err, (args, err)

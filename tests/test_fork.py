@@ -1,6 +1,7 @@
 """The fork, as docs/forking.md tells it: copy an algorithm file, in the repository or into
 another project, and it trains, resumes and evaluates; the test suite's checks stay green."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -122,6 +123,76 @@ def test_a_fork_in_a_project_with_its_own_common_package(repo_root, tmp_path):
     assert "Traceback" not in done.stderr
     done = evaluate(elsewhere, tmp_path / "run", "--episodes", "2", "--algorithm", str(moved))
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# The trap docs/forking.md names: a Python `if` on a float field, which is a tracer under the
+# runner (make_train is vmapped over the Config).
+BRANCH = "        if config.ent_coef > 0:\n"
+ENTROPY = "        loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy\n"
+
+
+def branching_fork(repo_root: Path, folder: Path) -> Path:
+    """algorithms/ppo.py copied to `folder`/my_ppo.py with its entropy term under `BRANCH`."""
+    source = (repo_root / "algorithms" / "ppo.py").read_text()
+    assert source.count(ENTROPY) == 1, "ppo.py's loss changed: update this test"
+    split = ENTROPY.replace(" - config.ent_coef * entropy", "")
+    term = "            loss = loss - config.ent_coef * entropy\n"
+    fork = folder / "my_ppo.py"
+    fork.write_text(source.replace(ENTROPY, split + BRANCH + term))
+    return fork
+
+
+def assert_names_the_trap(line: str, fork: Path) -> None:
+    """The one-line error: the fork's line, the rule, every traced field, the docs."""
+    from canter.algorithms import ppo
+    from canter.common.config import traced_fields
+
+    number = fork.read_text().splitlines().index(BRANCH.rstrip("\n")) + 1
+    assert line.startswith(f"error: my_ppo.py:{number} (`if config.ent_coef > 0:`) "), line
+    assert "TracerBoolConversionError" in line and "jnp.where or lax.cond" in line, line
+    fields = traced_fields(ppo.Config())
+    assert "ent_coef" in fields and "num_envs" not in fields
+    assert f"traced ({', '.join(fields)})" in line, line
+    assert 'docs/forking.md, "Static and traced fields"' in line, line
+
+
+@pytest.mark.slow  # a CLI process (the exit code and stderr end to end) that traces a program
+def test_a_fork_branching_on_a_float_field_fails_in_one_line(repo_root, tmp_path):
+    fork = branching_fork(repo_root, tmp_path)
+    command = [sys.executable, str(fork), *SHORT, "--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert_names_the_trap(done.stderr.strip(), fork)
+    assert "Rerun with --debug for the traceback." in done.stderr
+    assert not (tmp_path / "run").exists()
+    # docs/forking.md shows this line (its line number aside).
+    shown = (repo_root / "docs" / "forking.md").read_text()
+    printed = done.stderr.strip().split(" (`if", 1)[1]
+    assert f"error: my_ppo.py:403 (`if{printed}\n" in shown, "docs/forking.md: update the line"
+
+
+def test_debug_traces_first_and_shows_a_forks_traceback(repo_root, tmp_path, monkeypatch, capsys):
+    """--debug's eager run (jit off, one seed unvmapped) would let the fork's `if` pass: it
+    traces the program as the runner does first, and fails there with the traceback, exit 2."""
+    from canter.algorithms import trainer
+
+    fork = branching_fork(repo_root, tmp_path)
+    spec = importlib.util.spec_from_file_location("my_ppo", fork)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "my_ppo", module)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["my_ppo.py", "--debug", "--num-envs", "4"])
+    with pytest.raises(SystemExit) as exited:
+        trainer.cli(module.Config, module.make_train, module.PRESETS)
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2, err
+    assert "debug:" not in out, out  # stopped before the eager run
+    assert err.startswith("Traceback") and f'File "{fork}", line' in err, err
+    *_, line = err.strip().splitlines()
+    assert_names_the_trap(line, fork)
+    assert line.endswith("The traceback is above."), line
 
 
 def test_every_package_folder_is_installed_under_canter(repo_root):

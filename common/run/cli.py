@@ -1,11 +1,12 @@
 """The command line of every algorithm file: Config fields and run options as flags (tyro).
 
 Exit codes: 0 the run finished (or a callback stopped it); 2 bad input (a ConfigError from a
-Config, `make_train` or the runner: a one-line message, before anything compiles); 3 the run
-finished but a seed diverged (or `--stop-on-divergence` stopped it); 75 (EX_TEMPFAIL) stopped
-by SIGTERM or SIGINT after checkpointing: `--resume` continues it; 143 or 130 a second signal
-ended it at once (the previous checkpoint stands); 130 too for Ctrl-C outside the intervals
-(building the env, checking the config, the final summary), in one line.
+Config, `make_train` or the runner: a one-line message, before anything compiles; or code that
+asks Python for a traced value, a fork's `if` on a float field: one line, --debug for the
+traceback); 3 the run finished but a seed diverged (or `--stop-on-divergence` stopped it); 75
+(EX_TEMPFAIL) stopped by SIGTERM or SIGINT after checkpointing: `--resume` continues it; 143 or
+130 a second signal ended it at once (the previous checkpoint stands); 130 too for Ctrl-C
+outside the intervals (building the env, checking the config, the final summary), in one line.
 """
 
 import dataclasses
@@ -13,15 +14,19 @@ import datetime
 import inspect
 import os
 import sys
+import sysconfig
 import textwrap
+import traceback
 import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import canter.common
 import jax
+import jax.numpy as jnp
 import tyro
-from canter.common.config import ConfigError, checked, deferred_checks
+from canter.common.config import ConfigError, checked, deferred_checks, traced_fields
 from canter.common.run.batch import make_batch, parse_sweep
 from canter.common.run.debug import run_debug
 from canter.common.run.devices import use_cpu_cores
@@ -57,7 +62,8 @@ class RunOptions:
     over the devices, gradients averaged across them (same numbers as one device)."""
     debug: bool = False
     """Run eagerly (jit off), with NaN checks, on one seed for 2 iterations, writing nothing:
-    a breakpoint() in step stops with real values (common/run/debug.py)."""
+    a breakpoint() in step stops with real values (common/run/debug.py). First the program is
+    traced as the runner traces it: a Python `if` on a float field fails there, traceback shown."""
     dry_run: bool = False
     """Check the flags, the config (every sweep point) and the env, say what would train, and
     exit 0 without compiling or writing anything."""
@@ -97,13 +103,21 @@ def main(
     # own file, not the decorator's.
     algo = Path(inspect.getfile(inspect.unwrap(make_train))).stem
     made = None  # the default run directory, once created
+    config, options = None, RunOptions()
     try:
         argv = _aliases(sys.argv[1:], config_cls)
         argv, default, saved_sweep = _defaults(config_cls, algo, argv, presets)
+        # --help's groups: "options" (--help, --preset), "config options", "run options".
+        # `preset` is for --help alone: `_defaults` took --preset NAME out of argv above.
+        shown = tyro.conf.arg(metavar="NAME", help=PRESET_HELP, help_behavior_hint="(optional)")
+        hidden = tyro.conf.Suppress if not presets else shown  # a file without presets
 
         def parse(
             config: Annotated[config_cls, tyro.conf.OmitArgPrefixes] = default,
-            options: Annotated[RunOptions, tyro.conf.OmitArgPrefixes] = RunOptions(),  # noqa: B008
+            options: Annotated[
+                RunOptions, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="run")
+            ] = RunOptions(),  # noqa: B008
+            preset: Annotated[str | None, hidden] = None,
         ) -> tuple[Any, RunOptions]:
             return config, options
 
@@ -120,6 +134,7 @@ def main(
         if options.debug:
             if options.sweep:
                 raise ConfigError("--debug runs one configuration; drop --sweep.")
+            trace(config, make_train)  # what jit-off hides: a Python `if` on a float field
             run_debug(config, make_train, algo=algo)
             return None
         sweep = parse_sweep(options.sweep, config_cls) if options.sweep else saved_sweep
@@ -154,6 +169,12 @@ def main(
         _remove_if_empty(made)
         print(f"error: {explain(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except TRACED_VALUE as error:  # tracing (compiling, a resume's check, --debug's trace)
+        _remove_if_empty(made)
+        if options.debug:
+            traceback.print_exception(error)
+        print(f"error: {traced_value(error, config, options.debug)}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:  # Ctrl-C outside the intervals (building the env, checks, the end)
         _remove_if_empty(made)
         print(
@@ -175,6 +196,79 @@ def main(
 
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_PREEMPTED, EXIT_INTERRUPTED = 2, 3, 75, 130
+
+PRESET_HELP = (
+    "Start from the values of the preset NAME (the Presets listed above); other flags override "
+    "them. Not with --resume: a resumed run keeps its config."
+)
+
+# JAX's errors for Python asking a traced value for its value while the program is traced: an
+# `if` on it (TracerBoolConversionError, a ConcretizationTypeError), int(), an index, NumPy.
+TRACED_VALUE = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+ASKED = {
+    jax.errors.TracerBoolConversionError: "branches in Python (an `if`, bool()) on",
+    jax.errors.TracerIntegerConversionError: "asks Python for an index (range(), a list's) of",
+    jax.errors.TracerArrayConversionError: "hands NumPy",
+}
+
+
+def traced_value(error: Exception, config: Any, debug: bool = False) -> str:
+    """The one-line message of a TRACED_VALUE error: the user's line that asked, the rule, the
+    Config's traced fields, where to read more."""
+    asked = next((a for kind, a in ASKED.items() if isinstance(error, kind)), None)
+    asked = asked or "asks Python for a concrete value (int(), float(), a shape) of"
+    frame = _user_frame(error)
+    where = "make_train's code"
+    if frame is not None:
+        path = Path(frame.filename)
+        path = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+        where = f"{path}:{frame.lineno}" + (f" (`{frame.line}`)" if frame.line else "")
+    fields = ", ".join(traced_fields(config)) if config is not None else ""
+    traced = f"its float fields are traced ({fields})" if fields else "its values are traced"
+    more = "The traceback is above." if debug else "Rerun with --debug for the traceback."
+    return (
+        f"{where} {asked} a traced value ({type(error).__name__}): under the runner, make_train "
+        f"is vmapped over the Config, so {traced}; branch on them with jnp.where or lax.cond, "
+        f'not a Python `if` (docs/forking.md, "Static and traced fields"). {more}'
+    )
+
+
+def _user_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The traceback's last frame in the user's code: outside the standard library, installed
+    packages (JAX, Equinox, optax...) and canter's common/."""
+    libraries = {sysconfig.get_path(p) for p in ("stdlib", "purelib", "platlib")}
+    outside = [Path(p).resolve() for p in (*libraries, canter.common.__path__[0])]
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if not any(_inside(f.filename, o) for o in outside)]
+    return mine[-1] if mine else None
+
+
+def _inside(file: str, folder: Path) -> bool:
+    return Path(file).resolve().is_relative_to(folder)
+
+
+def trace(config: Any, make_train: Callable) -> None:
+    """--debug's first step: trace `start` and one `interval` as the runner does (vmapped over
+    the batch, float fields as tracers; nothing compiled), so that Python asking a traced value
+    fails here with its traceback, where jit-off's eager run would not fail at all. Breakpoints
+    are silent while it traces; any other error is left to the eager run, with real values."""
+    configs, keys = make_batch(config, {}).inputs()
+    start = jax.vmap(lambda c, k: make_train(c).start(k))
+    interval = jax.vmap(lambda c, s, k, i: make_train(c).interval(s, k, i), in_axes=(0, 0, 0, None))
+    hook, sys.breakpointhook = sys.breakpointhook, lambda *args, **kwargs: None
+    try:
+        state, key = jax.eval_shape(start, configs, keys)
+        jax.eval_shape(interval, configs, state, key, jax.ShapeDtypeStruct((), jnp.int32))
+    except TRACED_VALUE:
+        raise
+    except Exception:
+        pass  # the eager run meets it, with real values
+    finally:
+        sys.breakpointhook = hook
 
 
 def exit_code(summary: dict[str, Any]) -> int:
@@ -251,6 +345,12 @@ def _defaults(config_cls: type, algo: str, argv: list[str], presets: dict) -> tu
     """(argv without --preset NAME, default Config, default sweep): a preset's values, or with
     `--resume DIR` the saved run's config and sweep, else the Config's own defaults."""
     preset = None
+    # `--preset=NAME` too: tyro, which lists --preset in --help, must never see it.
+    argv = [
+        w for arg in argv for w in (arg.split("=", 1) if arg.startswith("--preset=") else [arg])
+    ]
+    if argv.count("--preset") > 1:
+        raise ConfigError("--preset is given more than once: give one.")
     if "--preset" in argv:
         at = argv.index("--preset")
         name = argv[at + 1] if at + 1 < len(argv) else ""
