@@ -48,6 +48,7 @@ def test_smoke_run_writes_the_run_directory(repo_root, tmp_path, monkeypatch, ca
     for seed in (3, 4):
         lines = (run_dir / f"seed_{seed}" / "metrics.csv").read_text().splitlines()
         assert lines[0].startswith("interval,env_steps,") and len(lines) == 3
+    assert not (run_dir / "run.lock").exists()  # removed by the run as it ended
     # The same directory again without --resume is refused and left as it was.
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     code, _, err = ppo_in_process(monkeypatch, capsys, *TINY, "--run-dir", str(run_dir))

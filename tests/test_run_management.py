@@ -456,6 +456,42 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_a_reusable_directory(tm
     with pytest.raises(ConfigError, match="is in use"):  # this process holds it now
         RunDir(out.path).lock()
     out.unlock()
+    assert not (out.path / "run.lock").exists()  # the killed holder's file went with the lock
+
+
+def test_run_lock_goes_with_its_holder_and_a_late_opener_never_shares_the_directory(
+    tmp_path, monkeypatch
+):
+    # run.lock is unlinked by its holder as it lets go (common/run/rundir.py): a process that
+    # opened the file before the unlink and locks it after must see that it holds a file no
+    # longer in the directory, and try the one there now, which a third process may hold.
+    # (flock locks of two opens conflict within one process as between two.)
+    import fcntl
+
+    from canter.common.run import rundir
+
+    holder, late, third = (rundir.RunDir(tmp_path) for _ in range(3))
+    holder.lock()
+    assert (tmp_path / "run.lock").exists()
+    real, interleaved = fcntl.flock, []
+
+    def flock(fd: int, operation: int) -> None:
+        if not interleaved:  # between the late opener's open and its flock
+            interleaved.append(fd)
+            holder.unlock()  # the holder ends...
+            assert not (tmp_path / "run.lock").exists()
+            third.lock()  # ...and a third process takes the directory
+        real(fd, operation)
+
+    monkeypatch.setattr(rundir.fcntl, "flock", flock)
+    with pytest.raises(ConfigError, match="is in use"):
+        late.lock()
+    assert interleaved and late._lock is None and third._lock is not None
+    monkeypatch.setattr(rundir.fcntl, "flock", real)
+    third.unlock()
+    assert not (tmp_path / "run.lock").exists()
+    late.lock()  # free again: taken, on a new run.lock
+    late.unlock()
 
 
 def test_a_foreign_config_json_is_never_taken_for_an_abandoned_run(tmp_path):

@@ -10,9 +10,10 @@
 
 Two processes never run one directory: a new run creates config.json exclusively, and a run
 (new or resumed) holds run.lock's lock while it runs, which the system drops when the process
-ends, however it ends. A directory whose run ended before its first checkpoint (a second
-Ctrl-C, SIGKILL, a crash) holds config.json without a checkpoint, and no process holds its lock:
-there is nothing to resume, and a new run may take the directory, replacing that run's files.
+ends, however it ends. A run removes run.lock as it ends (a killed one leaves it, unlocked). A
+directory whose run ended before its first checkpoint (a second Ctrl-C, SIGKILL, a crash) holds
+config.json without a checkpoint, and no process holds its lock: there is nothing to resume,
+and a new run may take the directory, replacing that run's files.
 
 config.json's `source` says where the algorithm's code is: `file`, the absolute path of the file
 that defines `make_train`, and `module`, its importable name (`canter.algorithms.ppo`; None for
@@ -95,6 +96,16 @@ def algorithm_source(make_train: Callable) -> dict[str, str | None]:
 LOCK = "run.lock"
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is the one `path` names now (not unlinked, not replaced)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
 def run_name(env: str, algo: str, seed: int, stamp: str) -> str:
     """The default run directory's name, one folder whatever the env id holds:
     `gymnasium:ALE/Breakout-v5` becomes `gymnasium-ALE-Breakout-v5` (no `:`, `/` or spaces)."""
@@ -170,22 +181,33 @@ class RunDir:
     def _try_lock(self) -> bool:
         """Take run.lock's lock; False if another process holds it. A filesystem without
         flock (NFS with nolock, some FUSE mounts) runs unlocked, as canter did before: then
-        nothing is taken for abandoned (`unlocked`)."""
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        except OSError:  # no flock here
-            os.close(fd)
-            self.unlocked = True
-            return True
-        self._lock = fd
-        return True
+        nothing is taken for abandoned (`unlocked`).
+
+        The lock is held on the file that run.lock names once it is taken: a holder unlinks
+        run.lock (`unlock`) before it lets go, so a process that opened the file before the
+        unlink and locks it after holds a file no longer in the directory; it lets go and
+        tries again on the file run.lock names now (which a third process may hold)."""
+        for _ in range(100):  # a retry needs another process's unlink between open and flock
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except OSError:  # no flock here
+                os.close(fd)
+                self.unlocked = True
+                return True
+            if _same_file(fd, self.path / LOCK):
+                self._lock = fd
+                return True
+            os.close(fd)  # run.lock was unlinked (and maybe made anew) after this opened it
+        return False
 
     def unlock(self) -> None:
+        """Let go of run.lock: unlinked while still held (see `_try_lock`), then closed."""
         if self._lock is not None:
+            (self.path / LOCK).unlink(missing_ok=True)
             os.close(self._lock)  # closing the descriptor drops the lock
             self._lock = None
 
@@ -226,8 +248,7 @@ class RunDir:
         """Undo `claim` when nothing was trained: config.json and the lock file go, and the
         directory too if it was created by the claim and is empty."""
         self.config_file.unlink(missing_ok=True)
-        (self.path / LOCK).unlink(missing_ok=True)  # before the lock drops: no one waits on it
-        self.unlock()
+        self.unlock()  # run.lock goes too
         if created:
             try:
                 self.path.rmdir()
