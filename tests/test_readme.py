@@ -176,6 +176,19 @@ def test_every_headline_is_a_row_of_the_results_table():
         )
 
 
+def test_no_extra_installs_both_pygames():
+    """pygame (craftax requires it) and pygame-ce (gymnasium[classic-control] brings it) install
+    one `pygame` folder, the later overwriting the other: the extras take pygame, and pygame-ce
+    only where pygame has no wheel (pyproject.toml says why)."""
+    for name, requirements in PYPROJECT["project"]["optional-dependencies"].items():
+        assert not any("classic-control" in r for r in requirements), name
+        for requirement in requirements:
+            if requirement.startswith("pygame-ce"):
+                assert requirement.endswith("; python_version >= '3.14'"), requirement
+            elif requirement.startswith("pygame"):
+                assert requirement.endswith("; python_version < '3.14'"), requirement
+
+
 def test_set_up_and_test_lines_are_what_ci_runs():
     """Every install, CI or test line of the README's bash blocks (checked here without running
     the commands; the slow test below runs the rest)."""
