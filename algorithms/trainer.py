@@ -74,6 +74,7 @@ class Train:
     initial_carry: Callable[[int], Any] | None = None
     unroll: int = 1  # iterations per loop trip in a program compiled for a GPU or TPU
     eval_policy: str = "greedy"
+    done_iterations: int = 0  # skipped: trained before a cut interval (common/run/resume.py)
 
     @classmethod
     def from_config(cls, config: Any, **parts: Any) -> "Train":
@@ -151,13 +152,14 @@ class Train:
     ) -> tuple[Any, dict[str, Metrics]]:
         """`interval_iterations` iterations then one evaluation (train metrics:
         `interval_metrics`)."""
-        ragged = self.num_iterations % self.interval_iterations != 0
+        skips = self.num_iterations % self.interval_iterations != 0 or self.done_iterations
 
         def iteration(state: Any, offset: Int[Array, ""]) -> tuple[Any, Metrics]:
             i = index * self.interval_iterations + offset
-            if not ragged:
+            if not skips:
                 return self.step(state, i)
-            return when(i < self.num_iterations, self.step, state, i)
+            todo = (i >= self.done_iterations) & (i < self.num_iterations)
+            return when(todo, self.step, state, i)
 
         # `unroll` iterations per loop trip off the CPU: fewer, larger kernels (blocks/loops.py).
         iterations = jnp.arange(self.interval_iterations)

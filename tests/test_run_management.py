@@ -339,9 +339,11 @@ def test_cli_resume_checks_the_flags_and_a_finished_run_before_compiling(repo_ro
     out, err = longer.communicate(timeout=300)
     # The one cause that holds for this run, with the flag that avoids it.
     assert longer.returncode == 2, err
-    assert "anneal_lr = True schedules over the whole budget: start it with --no-anneal-lr" in err
-    assert "ragged" not in err and "covered the whole run" not in err
-    assert "(--total-timesteps 640) to --total-timesteps 1280" in err and "compiled" not in out
+    assert "anneal_lr = True anneals the learning rate over the budget" in err
+    assert "Either continue anyway with --extend" in err
+    assert "cut short" not in err and "covered the whole run" not in err
+    assert "continuing its --total-timesteps 640 to 1280 is refused" in err
+    assert "compiled" not in out
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     run(run_dir=run_dir, resume=True)  # now finished
     done = cli(repo_root, "--resume", str(run_dir))
@@ -373,10 +375,10 @@ def test_train_longer_equals_a_run_started_with_the_larger_budget(tmp_path):
         run(flat, run_dir=tmp_path / "finished", resume=True)
 
 
-def test_train_longer_refusal_names_each_cause_that_holds_and_its_fix():
+def test_train_longer_refusal_names_each_cause_that_holds_and_the_two_ways_on():
     from types import SimpleNamespace
 
-    from canter.common.run.programs import why_not_longer
+    from canter.common.run.resume import refusal, why_not_longer
 
     def train(iterations, per_interval, steps=512):
         return SimpleNamespace(
@@ -384,27 +386,73 @@ def test_train_longer_refusal_names_each_cause_that_holds_and_its_fix():
             interval_iterations=per_interval,
             num_intervals=-(-iterations // per_interval),
             eval_every=per_interval * steps,
+            env_steps_per_iteration=steps,
         )
 
     plain = SimpleNamespace(anneal_lr=False)
     ragged = why_not_longer(train(976, 50), plain)  # PPO's default budget: 500,000 env steps
-    assert ragged.startswith("its last interval is ragged (976 iterations")
-    assert "such as 486400 or 512000" in ragged and "anneal" not in ragged
+    assert ragged == [
+        "its last interval was cut short (976 iterations are not whole intervals of 50)"
+    ]
     one = why_not_longer(train(40, 40), plain)
-    assert one.startswith("its eval_every covered the whole run") and "ragged" not in one
+    assert one == ["its one evaluation interval covered the whole run"]
     annealed = why_not_longer(train(1000, 50), SimpleNamespace(anneal_lr=True))
-    assert annealed == (
-        "anneal_lr = True schedules over the whole budget: start it with --no-anneal-lr"
-    )
+    assert annealed == ["anneal_lr = True anneals the learning rate over the budget"]
     both = why_not_longer(train(976, 50), SimpleNamespace(anneal_lr=True, exploration_fraction=0.2))
-    assert both.count("; and ") == 2 and "exploration_fraction = 0.2" in both
-    assert "no value of it avoids that" in both
-    # A whole-interval run without schedules, continued to a ragged budget: that is the cause.
+    assert len(both) == 3 and "exploration_fraction = 0.2 decays epsilon" in both[2]
+    # The case: a default PPO run (976 iterations) asked for 512,000 env steps (1,000).
+    message = refusal(both, train(976, 50), train(1000, 50))
+    assert message.startswith("the continued run would not equal one started with the new budget")
+    assert "Either continue anyway with --extend" in message
+    assert message.endswith("or start a new run with --total-timesteps 512000")
+    # A whole-interval run without schedules, continued to a part interval: whole intervals
+    # above the run's own budget are the other way on, never the run's own budget.
     ragged_new = why_not_longer(train(1000, 50), plain, train(1010, 50))
-    assert ragged_new == (
-        "the new --total-timesteps leaves a ragged last interval: continue to a multiple of "
-        "25600 env steps, such as 512000 or 537600"
-    )
+    assert ragged_new == [
+        "the new budget ends in a part interval (evaluations come every 25,600 env steps)"
+    ]
+    message = refusal(ragged_new, train(1000, 50), train(1010, 50))
+    assert "or continue to whole intervals (--total-timesteps 537600 or 563200)" in message
+
+
+@pytest.mark.slow  # three short runs train: about 30 s on 2 cores
+def test_extend_continues_a_cut_annealed_run_on_the_new_budgets_schedule(tmp_path):
+    cut = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 9)  # 9 iterations: the 5th cut
+    longer = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 12)  # 6 whole intervals of 2
+    run_dir = tmp_path / "run"
+    first = run(cut, run_dir=run_dir)
+    with pytest.raises(ConfigError, match="anneal_lr = True anneals the learning rate"):
+        run(longer, run_dir=run_dir, resume=True)
+    assert first.summary["env_steps"] == 4 * 16 * 9
+    _, cut_rows = csv_rows(run_dir / "seed_0" / "metrics.csv")
+    # Preempted once on the new budget, then resumed without the flag: the record carries on.
+    run(longer, run_dir=run_dir, resume=True, extend=True, stop_after=1)
+    extended = run(longer, run_dir=run_dir, resume=True)
+    assert extended.summary["complete"] and extended.summary["env_steps"] == 4 * 16 * 12
+    header, rows = csv_rows(run_dir / "seed_0" / "metrics.csv")
+    assert [r[0] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r[1] for r in rows] == [128 * k for k in range(1, 7)]
+    assert rows[:4] == cut_rows[:4]  # the whole intervals stand; the cut one was re-entered
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["total_timesteps"] == 768
+    [entry] = record["extended"]
+    assert (entry["from_total_timesteps"], entry["to_total_timesteps"]) == (576, 768)
+    assert entry["at_interval"] == 5
+    eval_at = header.split(",").index("eval/episodic_return")
+    assert entry["cut_interval"]["eval"]["episodic_return"][0] == cut_rows[4][eval_at]
+    # Every iteration trained exactly once: 12 iterations of 2 epochs x 2 minibatches.
+    counts = [
+        np.asarray(leaf)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(extended.state.opt_state)
+        if "count" in jax.tree_util.keystr(path)
+    ]
+    assert counts and all((c == 12 * 4).all() for c in counts)
+    # From the resume point (iteration 9) on, the learning rate is the new budget's schedule's:
+    # 3/12 of its start where the old budget's had reached 0.
+    updates = 9 * 4
+    assert float(ppo.learning_rate_schedule(cut)(updates)) == 0.0
+    expected = SMALL.learning_rate * 3 / 12
+    assert float(ppo.learning_rate_schedule(longer)(updates)) == pytest.approx(expected)
 
 
 def abandoned_run(path: Path) -> Path:

@@ -31,7 +31,7 @@ from canter.common.run.batch import make_batch, parse_sweep
 from canter.common.run.debug import run_debug
 from canter.common.run.devices import use_cpu_cores
 from canter.common.run.interrupts import Interrupted
-from canter.common.run.programs import check_resume
+from canter.common.run.resume import check_resume, done_iterations
 from canter.common.run.rundir import RunDir, config_record, new_run_dir, run_name
 from canter.common.run.runner import RunResult, check, check_trackers, run
 
@@ -45,6 +45,10 @@ class RunOptions:
     with ':' and '/' made '-')."""
     resume: Path | None = None
     """Continue the run in this directory from its last checkpoint (its config is the default)."""
+    extend: bool = False
+    """With --resume and a larger --total-timesteps: continue even where the run would not equal
+    one started with the new budget; schedules over the budget (an annealed learning rate, an
+    epsilon decay) follow the new budget from the resume point on (docs/running.md)."""
     checkpoint_minutes: float = 1.0
     """A checkpoint once this much run time has passed since the last (0: not by time); always
     one at the end and when a run stops."""
@@ -144,8 +148,10 @@ def main(
             print(check(config, make_train, algo=algo, sweep=sweep, data_parallel=data_parallel))
             print("dry run: checked; nothing compiled or written")
             return None
+        if options.extend and options.resume is None:
+            raise ConfigError("--extend continues a resumed run: give --resume RUN_DIR too.")
         if options.resume is not None and _finished(
-            options.resume, config, make_train, algo, sweep
+            options.resume, config, make_train, algo, sweep, options.extend
         ):
             return None
         if options.resume is None and options.run_dir is None:
@@ -164,6 +170,7 @@ def main(
             stop_on_divergence=options.stop_on_divergence,
             data_parallel=options.data_parallel,
             overlap=options.overlap,
+            extend=options.extend,
         )
     except ConfigError as error:
         _remove_if_empty(made)
@@ -413,13 +420,15 @@ def _whole(value: str) -> str:
     return str(int(number)) if number.is_integer() and abs(number) < 2**63 else value
 
 
-def _finished(path: Path, config: Any, make_train: Callable, algo: str, sweep: dict) -> bool:
+def _finished(
+    path: Path, config: Any, make_train: Callable, algo: str, sweep: dict, extend: bool
+) -> bool:
     """Whether the run in `path` (to be resumed with `config`) is finished; says so if it is.
     A config that differs from the saved one is refused here, before anything compiles."""
     record = config_record(algo, config, sweep)
-    done, _ = check_resume(RunDir(path), record, make_train, make_batch(config, sweep))
+    done, saved = check_resume(RunDir(path), record, make_train, make_batch(config, sweep), extend)
     total = make_train(config).num_intervals  # builds the env, compiles nothing
-    if done < total:
+    if done < total or done_iterations(make_train, config, saved, done):
         return False
     print(f"{path} is finished ({done}/{total} intervals): nothing to resume.")
     return True

@@ -20,9 +20,8 @@ from typing import Any
 import jax
 import jax.extend
 import jax.numpy as jnp
-import numpy as np
 from canter.common.run import health
-from canter.common.run.batch import Batch, make_batch
+from canter.common.run.batch import Batch
 from canter.common.run.devices import batch_shardings, env_shardings, pad, place
 from canter.common.run.interrupts import interruptible
 from canter.common.run.rundir import RunDir
@@ -161,97 +160,3 @@ def compile_claimed(
         if claim is not None:
             claim.release(created)
         raise
-
-
-def check_resume(out: RunDir, record: dict, make_train: Callable, batch: Batch) -> tuple:
-    """(intervals done, saved record) of the checkpoint in `out`, refusing before anything
-    compiles a config that differs from the saved one. A larger total_timesteps ("train
-    longer") is allowed exactly when the programs of `start` and of one `interval` are the same
-    for both budgets (traced, not compiled): then the continued run equals one started with the
-    new budget. A schedule over the budget (an annealed learning rate, an exploration
-    fraction) or a ragged last interval makes them differ, and the run is refused."""
-
-    def longer(saved: dict) -> str | None:
-        before = dataclasses.replace(batch.config, total_timesteps=saved["total_timesteps"])
-        traced(make_train, batch)  # a process's first trace can hold constants later ones share
-        if _same(traced(make_train, make_batch(before, batch.sweep)), traced(make_train, batch)):
-            return None
-        why = why_not_longer(make_train(before), before, make_train(batch.config))
-        return f"{why}, so the continued run would not equal a run started with the new budget"
-
-    return out.check_resume(record, longer)
-
-
-# Config fields that make a schedule over the whole budget: False where the bool flag turns it
-# off (`--no-<flag>`), None where no value does.
-SCHEDULES = {"anneal_lr": False, "exploration_fraction": None}
-
-
-def why_not_longer(train: Any, config: Any, longer: Any = None) -> str:
-    """Why a run of `config` (built into `train`) cannot be continued to a larger budget (the
-    run `longer` would train): each cause that holds (one interval for the whole run, a ragged
-    last interval, a schedule over the budget, a new budget of a ragged last interval), with
-    the flags that avoid it in a run meant to be extended."""
-    causes = []
-    if longer is not None and longer.num_iterations % longer.interval_iterations:
-        step = longer.eval_every
-        below = (longer.num_intervals - 1) * step
-        causes.append(
-            f"the new --total-timesteps leaves a ragged last interval: continue to a multiple "
-            f"of {step} env steps, such as {below} or {below + step}"
-        )
-    if train.interval_iterations >= train.num_iterations:
-        causes.append(
-            "its eval_every covered the whole run (one interval): start it with an --eval-every "
-            "below --total-timesteps"
-        )
-    elif train.num_iterations % train.interval_iterations:
-        whole = (train.num_intervals - 1) * train.eval_every
-        causes.append(
-            f"its last interval is ragged ({train.num_iterations} iterations are not whole "
-            f"intervals of {train.interval_iterations}): start it with a --total-timesteps that "
-            f"is a multiple of its {train.eval_every} env steps between evaluations, such as "
-            f"{whole} or {whole + train.eval_every}"
-        )
-    for name, off in SCHEDULES.items():
-        if not hasattr(config, name) or (off is not None and getattr(config, name) == off):
-            continue
-        flag = name.replace("_", "-")
-        fix = "no value of it avoids that" if off is None else f"start it with --no-{flag}"
-        causes.append(f"{name} = {getattr(config, name)} schedules over the whole budget: {fix}")
-    if not causes:
-        causes.append("its program depends on the budget (a schedule over it)")
-    return "; and ".join(causes)
-
-
-def traced(make_train: Callable, batch: Batch) -> list:
-    """The jaxprs of `start` and of one `interval` over `batch` (tracing, no compiling)."""
-    configs, keys = batch.inputs()
-    start = jax.vmap(lambda c, k: make_train(c).start(k))
-    interval = jax.vmap(lambda c, s, k, i: make_train(c).interval(s, k, i), in_axes=(0, 0, 0, None))
-    state, key = jax.eval_shape(start, configs, keys)
-    index = jax.ShapeDtypeStruct((), jnp.int32)
-    return [
-        jax.make_jaxpr(start)(configs, keys),
-        jax.make_jaxpr(interval)(configs, state, key, index),
-    ]
-
-
-def _same(a: list, b: list) -> bool:
-    """Whether two lists of closed jaxprs are the same program: text and constants."""
-
-    def data(x: Any) -> np.ndarray:
-        is_key = jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
-        return np.asarray(jax.random.key_data(x) if is_key else x)
-
-    for x, y in zip(a, b, strict=True):
-        if str(x) != str(y) or len(x.consts) != len(y.consts):
-            return False
-        for c, d in zip(x.consts, y.consts, strict=True):
-            try:
-                if not np.array_equal(data(c), data(d)):
-                    return False
-            except (TypeError, ValueError):  # not an array: only the same object is the same
-                if c is not d:
-                    return False
-    return True

@@ -280,12 +280,13 @@ class RunDir:
         fields = sorted(k for k in record.keys() | saved.keys() if record.get(k) != saved.get(k))
         if fields == ["total_timesteps"]:
             was, now = saved["total_timesteps"], record["total_timesteps"]
-            why = "a run cannot be shortened" if now < was else "not supported here"
-            why = longer(saved) if now > was and longer is not None else why
+            why = "a run cannot be shortened; start a new run instead" if now < was else None
+            if now > was:
+                why = longer(saved) if longer is not None else "not supported here"
             if why:
                 raise ConfigError(
-                    f"--resume cannot continue {self.path} (--total-timesteps {was}) to "
-                    f"--total-timesteps {now}: {why}; start a new run instead."
+                    f"--resume {self.path}: continuing its --total-timesteps {was} to {now} is "
+                    f"refused: {why}."
                 )
         elif fields:
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {record.get(k)!r}" for k in fields)

@@ -35,7 +35,8 @@ from canter.common.run.devices import (
 )
 from canter.common.run.interrupts import Pending, Preemption
 from canter.common.run.logging import MetricsLog
-from canter.common.run.programs import Programs, check_resume, compile_claimed
+from canter.common.run.programs import Programs, compile_claimed
+from canter.common.run.resume import check_resume, done_iterations, resumed_train
 from canter.common.run.rundir import RunDir, algorithm_source, config_record
 
 
@@ -94,6 +95,7 @@ def run(
     data_parallel: bool = False,
     verbose: bool = True,
     overlap: bool = True,
+    extend: bool = False,
 ) -> RunResult:
     """Train `config` over its seeds (and `sweep` grid) with checkpoints and logs in `run_dir`.
 
@@ -110,6 +112,8 @@ def run(
     config.json records the file (and module) `make_train` comes from, so evaluate.py finds a
     fork's code wherever it lives. `overlap` computes each interval while the host handles the
     previous one (off: one after the other, as multi-host always runs); the numbers are the same.
+    `extend` lets a resumed run continue to a larger budget whatever its schedules
+    (common/run/resume.py); config.json's `extended` records each change of budget.
     """
     batch, train, host = _checked(config, make_train, sweep, data_parallel)
     out = _check_options(run_dir, resume, (checkpoint_every, checkpoint_minutes), track, stop_after)
@@ -118,17 +122,20 @@ def run(
         main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
         say = print if verbose and main else None
         record = config_record(algo, config, batch.sweep)
+        skip = 0  # iterations of a cut interval trained before an extension (run/resume.py)
         if resume:
             if main and out is not None:
                 out.lock()  # two processes never run one directory (common/run/rundir.py)
-            _, saved = check_resume(out, record, make_train, batch)  # before anything compiles
+            done, saved = check_resume(out, record, make_train, batch, extend)  # before compiling
+            skip = done_iterations(make_train, config, saved, done)
         elif out is not None and main and out.abandoned():
             _say(
                 say, f"{out.path}: its earlier run ended before its first checkpoint; replacing it"
             )
         claim = out if out is not None and main and not resume else None
         written = {**record, "source": algorithm_source(make_train)}
-        programs = compile_claimed(claim, written, make_train, batch, data_parallel, host)
+        compiled = resumed_train(make_train, skip)
+        programs = compile_claimed(claim, written, compiled, batch, data_parallel, host)
         wait_for_processes("compiled")  # every process compiled before the first collective
         where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
         _say(say, f"{_what(algo, config, batch)}, {where}")
@@ -137,8 +144,8 @@ def run(
         loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
         first = 0
         if resume:
-            state, first = loop.resume(out, programs, batch, saved)
-            _say(say, f"resumed from {out.checkpoint} after interval {first}/{train.num_intervals}")
+            state, first = loop.resume(out, programs, batch, saved, skip)
+            _say(say, _resumed_line(out, first, train.num_intervals, skip))
             if host:
                 restart = "the episodes in flight restart (their last step reads as truncated)"
                 _say(say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint")
@@ -343,6 +350,7 @@ class _Loop:
     host_s: float = 0.0
     log: MetricsLog | None = None
     writer: Any = dataclasses.field(default_factory=checkpoint.Writer)
+    extended: list = dataclasses.field(default_factory=list)  # changes of budget, in order
     bar: Callable = lambda i, line: None  # noqa: E731
     gather_state: Callable[[], Any] = lambda: None  # noqa: E731
     tic: float = 0.0
@@ -351,17 +359,29 @@ class _Loop:
         self.diverged = health.Divergence.none(self.batch)
         self.writes = self.out if self.main else None
 
-    def resume(self, out: RunDir, programs: Programs, batch: Batch, record: dict) -> tuple:
-        state, first, self.earlier_s, self.history, self.diverged.first = _resume(
-            out, programs, batch, record
+    def resume(
+        self, out: RunDir, programs: Programs, batch: Batch, saved: dict, skip: int
+    ) -> tuple:
+        """The checkpoint's state and intervals done; a larger budget is recorded, and a cut
+        last interval (`skip` iterations trained) is re-entered, its row kept in the record."""
+        state, first, self.earlier_s, self.history, self.diverged.first, self.extended = _resume(
+            out, programs, batch, saved
         )
+        was, now = saved["total_timesteps"], self.record["total_timesteps"]
+        if now != was:
+            entry = {"from_total_timesteps": was, "to_total_timesteps": now, "at_interval": first}
+            if skip:
+                first -= 1
+                entry["cut_interval"] = _to_lists(self.history.pop())
+            self.extended = [*self.extended, entry]
         return state, first
 
     def open(self, track: tuple, source: dict[str, Any]) -> None:
         """config.json (with where the algorithm's code is), the logs, the progress bar."""
         first = len(self.history)
         if self.writes is not None:
-            self.writes.write_config({**self.record, "source": source})
+            extended = {"extended": self.extended} if self.extended else {}
+            self.writes.write_config({**self.record, "source": source, **extended})
         self.log = _open_log(self.writes, self.batch, self.train, track, self.record, self.history)
         self.bar = report.progress(self.train.num_intervals, first, self.say)
         self.tic = time.perf_counter()
@@ -400,6 +420,7 @@ class _Loop:
             "run_s": self.earlier_s + time.perf_counter() - self.tic,
             "history": _to_lists(self.history),
             "diverged": self.diverged.first,
+            "extended": self.extended,
         }
         self.writer.submit(self.writes.checkpoint, {"state": entries}, header)
 
@@ -610,7 +631,15 @@ def _resume(out: RunDir, programs: Programs, batch: Batch, record: dict) -> tupl
     state = place(pad(loaded["state"], programs.padded), programs.state_sharding)
     history = [jax.tree.map(np.asarray, h) for h in header["history"]]
     diverged = header.get("diverged") or [None] * batch.size
-    return state, header["interval"], header["run_s"], history, diverged
+    extended = header.get("extended", [])
+    return state, header["interval"], header["run_s"], history, diverged, extended
+
+
+def _resumed_line(out: RunDir, first: int, total: int, skip: int) -> str:
+    if not skip:
+        return f"resumed from {out.checkpoint} after interval {first}/{total}"
+    cut = f"it continues at iteration {skip + 1} (the {skip} trained before are skipped)"
+    return f"resumed from {out.checkpoint}: interval {first + 1}/{total} was cut short; {cut}"
 
 
 def _line(train: Any, metrics: dict, i: int, first: int, size: int, elapsed: float) -> str:
