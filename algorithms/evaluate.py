@@ -5,8 +5,8 @@
 
 Works for every algorithm, forks anywhere included: config.json records the file that made the
 run (common/run/rundir.py). Each algorithm supplies `act`; evaluation and rendering are built
-from it (`trainer.Train.policy`), with the memory of a recurrent policy carried along. Outside
-the repository: `python -m canter.algorithms.evaluate RUN_DIR`.
+from it (common/run/evaluation.py, `policy`), with the memory of a recurrent policy carried
+along. Outside the repository: `python -m canter.algorithms.evaluate RUN_DIR`.
 """
 
 import dataclasses
@@ -25,7 +25,7 @@ import numpy as np
 import tyro
 from canter.common.config import ConfigError
 from canter.common.envs import base_state, is_host_env, vector_mask
-from canter.common.run import checkpoint
+from canter.common.run import checkpoint, evaluation
 from canter.common.run.batch import make_batch
 from canter.common.run.files import atomic_write
 from canter.common.run.rundir import RunDir
@@ -89,13 +89,13 @@ def render_gif(
     """Render one episode of batch entry `index`, as its `eval_policy` plays, to a GIF: its
     first `steps` steps where `steps` is set (else the whole episode, up to the env's limit)."""
     train = module.make_train(jax.tree.map(lambda x: x[index], configs))
-    policy = jax.jit(train.policy(jax.tree.map(lambda x: x[index], state)))
+    policy = jax.jit(evaluation.policy(train, jax.tree.map(lambda x: x[index], state)))
     env, env_params = train.env, train.env_params
     limit = min(int(env_params.max_steps_in_episode), steps or sys.maxsize)
     if is_host_env(env):  # a host (Gymnasium) env draws its own frames
         from canter.common.envs.host import render_episode
 
-        carry = train.start_carry(1, jax.random.fold_in(jax.random.key(seed), 1))
+        carry = evaluation.start_carry(train, 1, jax.random.fold_in(jax.random.key(seed), 1))
 
         def act(obs: np.ndarray) -> jax.Array:  # carries a recurrent policy's memory along
             nonlocal carry
@@ -109,7 +109,7 @@ def render_gif(
     valid = jax.jit(vector_mask(env))
     key = jax.random.key(seed)
     obs, env_state = reset(key, env_params)
-    carry = train.start_carry(1, jax.random.fold_in(key, 1))
+    carry = evaluation.start_carry(train, 1, jax.random.fold_in(key, 1))
     states, returns, total = [base_state(env_state)], [0.0], 0.0
     taken = 0
     while taken < limit:

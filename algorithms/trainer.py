@@ -25,9 +25,8 @@ import jax
 import jax.numpy as jnp
 from canter.common.blocks.loops import scan
 from canter.common.config import ConfigError
-from canter.common.envs import evaluation_env
 from canter.common.run.batch import seed_keys
-from canter.common.run.evaluation import run_episodes
+from canter.common.run.evaluation import evaluate
 from canter.common.run.runner import Interval, RunResult, check, run
 from jaxtyping import Array, Int, PRNGKeyArray
 
@@ -108,39 +107,10 @@ class Train:
         """Env steps of one seed between evaluations."""
         return self.interval_iterations * self.env_steps_per_iteration
 
-    def policy(self, state: Any) -> Callable[..., tuple[Array, Any]]:
-        """`policy(obs, carry, mask=None) -> (actions, carry)` of `state` as `eval_policy`
-        says, for either kind of `act`; a mask (valid actions, for an env with action masks)
-        is passed on as `mask=`. Start its carry with `start_carry`."""
-        sampled = self.eval_policy == "sampled"
-
-        def policy(obs: Array, carry: Any, mask: Array | None = None) -> tuple[Array, Any]:
-            extra = {} if mask is None else {"mask": mask}
-            if sampled:
-                carry, key = carry
-                key, extra["key"] = jax.random.split(key)
-            if self.initial_carry is not None:
-                actions, carry = self.act(state, obs, carry, **extra)
-            else:
-                actions = self.act(state, obs, **extra)
-            return actions, ((carry, key) if sampled else carry)
-
-        return policy
-
-    def start_carry(self, num_envs: int, key: PRNGKeyArray | None = None) -> Any:
-        """The policy's carry at the start of `num_envs` episodes: a memory's initial state,
-        and for a sampled policy the key its draws start from (`key`, else a fixed one)."""
-        carry = None if self.initial_carry is None else self.initial_carry(num_envs)
-        if self.eval_policy != "sampled":
-            return carry
-        return carry, jax.random.key(0) if key is None else key
-
     def evaluate(self, state: Any, key: PRNGKeyArray) -> Metrics:
         """Mean return and length of one episode of `eval_policy` on each of `num_eval_envs`
-        envs, without training-only wrappers (Atari's life loss and reward clipping)."""
-        n, env = self.num_eval_envs, evaluation_env(self.env)
-        carry = self.start_carry(n, jax.random.fold_in(key, 1))  # the env keys stay `key`'s
-        return run_episodes(env, self.env_params, self.policy(state), carry, key, n)
+        envs, without training-only wrappers (common/run/evaluation.py, `evaluate`)."""
+        return evaluate(self, state, key)
 
     def start(self, key: PRNGKeyArray) -> tuple[Any, PRNGKeyArray]:
         """The initial state and the key every evaluation of this seed derives from."""

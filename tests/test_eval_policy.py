@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from canter.algorithms import ppo, ppo_continuous, ppo_rnn, sac
 from canter.common.config import ConfigError
+from canter.common.run import evaluation
 
 DRAWS = 4096
 
@@ -22,8 +23,8 @@ def play(module, config, obs_dim: int, prepare=lambda state: state):
         train = module.make_train(dataclasses.replace(config, eval_policy=kind))
         state = prepare(train.init(jax.random.key(0)))
         obs = jnp.full((DRAWS, obs_dim), 0.3)
-        carry = train.start_carry(DRAWS, jax.random.key(1))
-        actions[kind], _ = jax.jit(train.policy(state))(obs, carry)
+        carry = evaluation.start_carry(train, DRAWS, jax.random.key(1))
+        actions[kind], _ = jax.jit(evaluation.policy(train, state))(obs, carry)
     return train, state, actions
 
 
@@ -38,7 +39,7 @@ def sharpen(state):
 def test_a_discrete_sampled_policy_draws_from_the_softmax_greedy_takes_its_mode(module):
     config = module.Config(env="Acrobot-v1", num_envs=4, num_steps=4, total_timesteps=64)
     train, state, actions = play(module, config, obs_dim=6, prepare=sharpen)
-    carry = train.start_carry(1)
+    carry = evaluation.start_carry(train, 1)
     if train.initial_carry is None:
         logits = state.model.logits(jnp.full(6, 0.3))
     else:

@@ -1,15 +1,60 @@
-"""Policy evaluation on fresh environments: fixed shapes, bounded by the env's episode limit."""
+"""Policy evaluation on fresh environments: fixed shapes, bounded by the env's episode limit.
+
+`evaluate(train, state, key)` is what every interval of a run ends with (algorithms/trainer.py,
+`Train.evaluate`); `policy` and `start_carry` give the policy it plays, as the Train's
+`eval_policy` says, to evaluate.py's GIFs too.
+"""
 
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from canter.common.envs import is_host_env, vector_mask
+from canter.common.envs import evaluation_env, is_host_env, vector_mask
 from jaxtyping import Array, Float, PRNGKeyArray
 
 Policy = Callable[..., tuple[Array, Any]]
 CHUNK = 50  # env steps between "all done?" tests (a host env: 1)
+
+
+def evaluate(train: Any, state: Any, key: PRNGKeyArray) -> dict[str, Float[Array, ""]]:
+    """Mean return and length of one episode of `train.eval_policy` on each of
+    `train.num_eval_envs` envs, without training-only wrappers (Atari's life loss and reward
+    clipping)."""
+    n, env = train.num_eval_envs, evaluation_env(train.env)
+    carry = start_carry(train, n, jax.random.fold_in(key, 1))  # the env keys stay `key`'s
+    return run_episodes(env, train.env_params, policy(train, state), carry, key, n)
+
+
+def policy(train: Any, state: Any) -> Policy:
+    """`policy(obs, carry, mask=None) -> (actions, carry)` of `state` as `train.eval_policy`
+    says ("greedy" or "sampled"), for either kind of `train.act` (with or without memory); a
+    mask (valid actions, for an env with action masks) is passed on as `mask=`. Start its carry
+    with `start_carry`."""
+    sampled = train.eval_policy == "sampled"
+
+    def play(obs: Array, carry: Any, mask: Array | None = None) -> tuple[Array, Any]:
+        extra = {} if mask is None else {"mask": mask}
+        if sampled:
+            carry, key = carry
+            key, extra["key"] = jax.random.split(key)
+        if train.initial_carry is not None:
+            actions, carry = train.act(state, obs, carry, **extra)
+        else:
+            actions = train.act(state, obs, **extra)
+        return actions, ((carry, key) if sampled else carry)
+
+    return play
+
+
+def start_carry(train: Any, num_envs: int, key: PRNGKeyArray | None = None) -> Any:
+    """The policy's carry at the start of `num_envs` episodes: a memory's initial state
+    (`train.initial_carry`), and for a sampled policy the key its draws start from (`key`, else
+    a fixed one)."""
+    carry = None if train.initial_carry is None else train.initial_carry(num_envs)
+    if train.eval_policy != "sampled":
+        return carry
+    return carry, jax.random.key(0) if key is None else key
 
 
 def run_episodes(
