@@ -280,22 +280,25 @@ def test_wandb_without_credentials_is_refused_before_compiling(monkeypatch, caps
     assert code == 2 and "WANDB_MODE='' is not a W&B mode" in err, err
 
 
-def test_seeds_whose_train_state_exceeds_the_memory_are_refused_before_compiling(
+def test_seeds_whose_program_exceeds_the_memory_are_refused_before_compiling(
     monkeypatch, capsys, tmp_path
 ):
-    from canter.common.run import runner
+    from canter.common.run import memory
 
-    # The default PPO's state on CartPole is about 0.1 MiB per seed: 1 MiB holds 9 or 10.
-    monkeypatch.setattr(runner, "memory_bytes", lambda: (2**20, "a 1 MiB test device"))
+    # The default PPO on CartPole needs about 0.64 MiB a seed (common/run/memory.py, its
+    # interval's program and two more copies of its 0.1 MiB state): 16 MiB holds about 25.
+    monkeypatch.setattr(memory, "memory_bytes", lambda: (16 * 2**20, "a 16 MiB test device"))
     run_dir = ["--run-dir", str(tmp_path / "r")]
     for extra in ([], ["--dry-run"]):
         code, out, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", "64", *run_dir, *extra)
         assert code == 2 and err.count("\n") == 1, err
-        assert "64 seeds (x sweep points) hold at least" in err and "a 1 MiB test device" in err
-        fits = int(re.search(r"at most (\d+) fit in one program", err).group(1))
-        assert 5 <= fits < 64 and "compiled" not in out
-    code, _, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", str(fits), "--dry-run")
+        assert "64 seeds need about" in err and "a 16 MiB test device" in err
+        fits = int(re.search(r"At most ([\d,]+) seeds fit in one program", err).group(1))
+        assert 5 <= fits < 64 and f"--num-seeds {fits} or fewer" in err
+        assert "compiled" not in out and not (tmp_path / "r").exists()
+    code, out, err = ppo_in_process(monkeypatch, capsys, "--num-seeds", str(fits), "--dry-run")
     assert code == 0, err  # as many as it said fit pass the check
+    assert f"for {fits} seeds" in out and "of a 16 MiB test device" in out
 
 
 def test_ctrl_c_outside_the_intervals_is_one_line_and_leaves_no_directory(

@@ -279,6 +279,7 @@ def test_debug_runs_eagerly_with_concrete_values_and_names_a_nan(capsys):
     history = run_debug(config, make_train, algo="ppo", say=print)
     out = capsys.readouterr().out
     assert "jit off" in out and "NaN/inf check" in out and "seed 0 only" in out
+    assert "debug: iteration 1 runs eagerly" in out.splitlines()[1]  # before its tens of seconds
     assert len(history) == 2 and seen == [True, True]  # one seed, real arrays inside step
     assert np.isfinite(history[-1]["eval"]["episodic_return"])
 

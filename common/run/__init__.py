@@ -9,5 +9,7 @@ rundir.py      the run directory's layout and config.json; files.py: atomic writ
 checkpoint.py  save / load the whole state; interrupts.py: SIGTERM / SIGINT
 logging.py     metric sinks (CSV, TensorBoard, W&B); report.py: summaries, curves
 health.py      divergence checks; debug.py: --debug (eager, NaN checks)
+memory.py      the memory a run needs, estimated from its traced program
+heartbeat.py   a line while a long compile or interval goes on
 evaluation.py  episodes of a policy (run_episodes)
 """

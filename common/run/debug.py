@@ -69,6 +69,12 @@ def run_debug(
         state, eval_key = train.start(seed_keys(config.seed, 1)[0])
     evaluate = jax.jit(train.evaluate)  # evaluation episodes, compiled: not what one steps through
     for i in range(iterations):
+        if i == 0:  # the first eager iteration: tens of seconds without a word otherwise
+            say(
+                "debug: iteration 1 runs eagerly, each operation compiled on its first use and "
+                "dispatched from Python: tens of seconds (PPO's defaults: 30-50 s on 2 busy CPU "
+                "cores, the next iterations a few)"
+            )
         tic = time.perf_counter()
         with jax.disable_jit():
             state, metrics = train.step(state, jnp.int32(i))

@@ -78,17 +78,25 @@ class Pending:
             self._done["error"] = error
         self.seconds = time.perf_counter() - tic
 
-    def result(self, poll_s: float = 0.01) -> Any:
-        self.wait(poll_s)
+    def result(self, poll_s: float = 0.01, tick: Callable[[], None] = lambda: None) -> Any:
+        """The result (or the error raised), `tick()` called after every join meanwhile (the
+        runner's heartbeat: common/run/heartbeat.py)."""
+        self.wait(poll_s, tick=tick)
         if "error" in self._done:
             raise self._done["error"]
         return self._done["out"]
 
-    def wait(self, poll_s: float = 0.01, until: Callable[[], bool] = lambda: False) -> None:
+    def wait(
+        self,
+        poll_s: float = 0.01,
+        until: Callable[[], bool] = lambda: False,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
         """Until the computation ends (or `until()` holds); its result, or error, stays unread
         (a discarded interval)."""
         while self._worker.is_alive() and not until():
             self._worker.join(poll_s)
+            tick()
 
 
 class Interrupted(Exception):

@@ -14,29 +14,42 @@ from canter.common.run.files import atomic_write
 Say = Callable[..., None]
 
 
-def progress(total: int, first: int, say: Say | None) -> Callable[[int | None, str], None]:
-    """A tqdm bar on a terminal, one plain line per interval otherwise; `(None, _)` closes."""
-    if say is None:
-        return lambda *_: None
-    if sys.stdout.isatty():
-        from tqdm import tqdm
+class Progress:
+    """A tqdm bar on a terminal, one plain line per interval otherwise: `(i, line)` after
+    interval i, `(None, _)` closes; `pulse(line)` tells how the interval in flight goes (the
+    bar's text, refreshed in place, or a plain line; common/run/heartbeat.py)."""
 
-        bar = tqdm(total=total, initial=first, unit="interval", dynamic_ncols=True)
+    def __init__(self, total: int, first: int, say: Say | None) -> None:
+        self.total, self.say, self.done, self.bar = total, say, first, None
+        if say is not None and sys.stdout.isatty():
+            from tqdm import tqdm
 
-        def update(i: int | None, line: str) -> None:
+            self.bar = tqdm(total=total, initial=first, unit="interval", dynamic_ncols=True)
+
+    def __call__(self, i: int | None, line: str) -> None:
+        if self.say is None:
+            return
+        if self.bar is not None:
             if i is None:
-                bar.close()
+                self.bar.close()
             else:
-                bar.set_postfix_str(line.replace("  ", " "), refresh=False)
-                bar.update(1)
-
-        return update
-
-    def plain(i: int | None, line: str) -> None:
+                self.bar.set_postfix_str(line.replace("  ", " "), refresh=False)
+                self.bar.update(1)
+        elif i is not None:
+            self.say(f"[{i + 1:>3}/{self.total}] {line}", flush=True)
         if i is not None:
-            say(f"[{i + 1:>3}/{total}] {line}", flush=True)
+            self.done = i + 1
 
-    return plain
+    def pulse(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(line.replace("  ", " "))  # refreshed: the clock moves
+        elif self.say is not None:
+            self.say(f"[{self.done:>3}/{self.total}] {line}", flush=True)
+
+
+def progress(total: int, first: int, say: Say | None) -> Progress:
+    """The progress of intervals `first` to `total` - 1 (nothing with `say` None)."""
+    return Progress(total, first, say)
 
 
 def summarize(

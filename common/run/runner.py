@@ -22,12 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
 from canter.common.envs import is_host_env
-from canter.common.run import checkpoint, health, report
+from canter.common.run import checkpoint, health, heartbeat, memory, report
 from canter.common.run.batch import Batch, make_batch
 from canter.common.run.cadence import Checkpoints, Pace
 from canter.common.run.devices import (
     gather,
-    memory_bytes,
     pad,
     place,
     use_cpu_cores,
@@ -115,7 +114,7 @@ def run(
     `extend` lets a resumed run continue to a larger budget whatever its schedules
     (common/run/resume.py); config.json's `extended` records each change of budget.
     """
-    batch, train, host = _checked(config, make_train, sweep, data_parallel)
+    batch, train, host, _ = _checked(config, make_train, sweep, data_parallel)
     out = _check_options(run_dir, resume, (checkpoint_every, checkpoint_minutes), track, stop_after)
     try:
         wait_for_processes("checked")  # every process saw the directory before process 0 claims it
@@ -135,7 +134,8 @@ def run(
         claim = out if out is not None and main and not resume else None
         written = {**record, "source": algorithm_source(make_train)}
         compiled = resumed_train(make_train, skip)
-        programs = compile_claimed(claim, written, compiled, batch, data_parallel, host)
+        with heartbeat.compiling(say):  # a line while a long compile goes on
+            programs = compile_claimed(claim, written, compiled, batch, data_parallel, host)
         wait_for_processes("compiled")  # every process compiled before the first collective
         where = f"{programs.layout}, compiled in {programs.compile_s:.1f} s"
         _say(say, f"{_what(algo, config, batch)}, {where}")
@@ -187,43 +187,22 @@ def check(
     """`run`'s checks of the config before anything compiles, alone (the CLI's --dry-run):
     every sweep point's Config and `make_train` (ranges, sizes, the env built) and what the
     env's stepping refuses; not the run directory's or a resume's. Raises ConfigError as `run`
-    would; returns what `run` would train."""
-    batch, train, _ = _checked(config, make_train, sweep, data_parallel)
-    return f"{_what(algo, config, batch)}\n{_evaluations_line(config, train)}"
+    would; returns what `run` would train, and the memory it would need."""
+    batch, train, _, need = _checked(config, make_train, sweep, data_parallel)
+    return f"{_what(algo, config, batch)}\n{_evaluations_line(config, train)}\n{need}"
 
 
 def _checked(config: Any, make_train: Callable, sweep: dict | None, data_parallel: bool) -> tuple:
-    """(the batch, the first point's Train, whether the env steps on the host), checked."""
+    """(the batch, the first point's Train, whether the env steps on the host, the memory the
+    run needs in words), checked."""
     use_cpu_cores()
     batch = make_batch(config, sweep)  # every point's Config is built, so ranges are checked
     _check_mjx_on_cpu(config, batch)  # before Playground builds its model (about 20 s)
     # Every point validates the rest (a swept float can be refused, e.g. sticky actions where
     # the env has none) and builds its env; nothing is compiled yet.
     train = [make_train(point) for point in batch.point_configs][0]
-    _check_memory(train, batch)
-    return batch, train, _check_host(train, data_parallel)
-
-
-def _check_memory(train: Any, batch: Batch) -> None:
-    """Refuse a batch whose train state alone (traced, not compiled: a lower bound on what
-    the program needs, without its rollout and update buffers) exceeds the devices' memory."""
-    state = jax.eval_shape(train.start, jax.random.key(0))
-    per_seed = sum(
-        x.size * x.dtype.itemsize
-        for x in jax.tree.leaves(state)
-        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-    )
-    memory, where = memory_bytes()
-    if not memory or per_seed * batch.size <= memory:
-        return
-    fits = memory // max(per_seed, 1)
-    raise ConfigError(
-        f"{batch.size:,} seeds (x sweep points) hold at least {per_seed * batch.size / 2**30:,.1f} "
-        f"GiB of train state ({per_seed / 2**20:,.2f} MiB each, before rollouts and updates), "
-        f"more than {where} has ({memory / 2**30:,.1f} GiB): at most {fits:,} fit in one "
-        "program; train fewer seeds per run (--num-seeds, with --seed to start the next run "
-        "where this one ends)."
-    )
+    need = memory.check(train, batch, make_train)  # one seed's interval traced: run/memory.py
+    return batch, train, _check_host(train, data_parallel), need
 
 
 # The most MJX envs one program steps on a CPU: above it jaxlib 0.10.2's batched Cholesky can
@@ -303,7 +282,7 @@ def _intervals(
             pending = start(state, first) if first < end else None
             while pending is not None:
                 i, count, computing = pending
-                state, metrics, ok = computing.result()
+                state, metrics, ok = computing.result(tick=loop.heartbeat)
                 pace.took(computing.seconds, count)
                 done = i + count  # intervals done after this chunk
                 due = saving and checkpoints.due(done)
@@ -352,6 +331,7 @@ class _Loop:
     writer: Any = dataclasses.field(default_factory=checkpoint.Writer)
     extended: list = dataclasses.field(default_factory=list)  # changes of budget, in order
     bar: Callable = lambda i, line: None  # noqa: E731
+    heartbeat: Callable[[], None] = lambda: None  # noqa: E731
     gather_state: Callable[[], Any] = lambda: None  # noqa: E731
     tic: float = 0.0
 
@@ -385,6 +365,8 @@ class _Loop:
         self.log = _open_log(self.writes, self.batch, self.train, track, self.record, self.history)
         self.bar = report.progress(self.train.num_intervals, first, self.say)
         self.tic = time.perf_counter()
+        size, pulse = self.batch.size, self.bar.pulse  # a line while a long interval computes
+        self.heartbeat = heartbeat.Heartbeat(self.train, size, first, pulse, tic=self.tic)
 
     def after(self, i: int, first: int, state: Any, metrics: Any, ok: Any) -> None:
         """Host work after intervals i, i + 1, ... (metrics and divergence flags on the host,
@@ -402,6 +384,8 @@ class _Loop:
                 why = "a NaN or inf in its state or metrics; the other seeds go on"
                 _say(self.say, f"diverged: {self.diverged.describe(b)} {at}: {why}")
             rows.append([_row(train, i + j, self.history[-1], b) for b in range(batch.size)])
+        statistic = _mean(self.history[-1]["train"]["episodic_return"]).strip()
+        self.heartbeat.done(len(self.history), host_tic, statistic)
         if self.log is not None:
             self.log.log(rows)
         self.gather_state = lambda: jax.tree.map(batch.arrange, gather(state))
