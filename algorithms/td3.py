@@ -7,7 +7,7 @@ smoothing (clipped noise on the target action), and delayed actor and target upd
 from its final observation) and by default uses 64 units and batches of 128, enough for
 Pendulum; `--preset HalfCheetah-v5` (Hopper-v5, ...) sets CleanRL's MuJoCo configuration.
 Three flags swap in sbx's choices (`--no-delayed-targets`, `--actor-min-q`, `--lecun-init`)
-for ablations (benchmarks/td3_variants.py); their defaults are the paper's and CleanRL's.
+for ablations (benchmarks/returns/td3_variants.py); their defaults are the paper's and CleanRL's.
 
     python algorithms/td3.py --env Pendulum-v1 --num-seeds 4
     python algorithms/td3.py --preset HalfCheetah-v5 --num-seeds 2   # pip install -e ".[mujoco]"

@@ -2,7 +2,7 @@
 
 Every measurement is one fresh Python process (the persistent compilation cache off, so every
 compile is cold) running one implementation once to completion: a comparison script spawns
-itself, `python benchmarks/speed_<name>.py --worker IMPL ARG...`, and reads the JSON line the
+itself, `python benchmarks/speed/speed_<name>.py --worker IMPL ARG...`, and reads the JSON line the
 worker prints last (`spawn`, `worker`). The implementations take turns within a round
 (`rounds`); ratios are taken within a round, against the implementation measured last in it
 (the peer), and reported as their median with the per-round values beside it (`ratio_cell`).
@@ -14,7 +14,7 @@ of a pure `train(key)` on one device, and `record` turns either into a measureme
 Driver side: `head_to_head` runs the rounds of canter against a peer over seed counts,
 `speed_table` and `report` write them as `<name>.md` and `<name>.json` (atomically), and
 `machine()` names the machine a table was measured on. `bootstrap_ci` is the interval of
-benchmarks/returns.py.
+benchmarks/returns/returns.py.
 """
 
 import argparse
@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+RESULTS = ROOT / "benchmarks" / "results"
 EVAL_EPISODES = 8  # canter's and the peer's final evaluation, in every head-to-head
 FIELDS = ("compile_s", "run_s", "steps_per_s", "peak_rss_mb")
 
@@ -72,7 +73,7 @@ def spawn(script: str, impl: str, *args: object) -> dict:
     `canter-1core` get JAX's default of one CPU device (canter's runner makes one per core,
     common/run/devices.py); `canter-1core` is also pinned to one core (in `worker`). Compiles
     are cold unless BENCH_COMPILE_CACHE names a directory: then the workers share JAX's
-    persistent cache there, and a program's second compile is a cache hit (benchmarks/gpu.sh
+    persistent cache there, and a program's second compile is a cache hit (benchmarks/gpu/gpu.sh
     uses it to fit its time; run times are the same either way)."""
     command = [sys.executable, str(script), "--worker", impl, *map(str, args)]
     cache = os.environ.get("BENCH_COMPILE_CACHE")

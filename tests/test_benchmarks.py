@@ -8,7 +8,26 @@ import sys
 import numpy as np
 import pytest
 
-from benchmarks import harness, returns
+from benchmarks import harness
+from benchmarks.returns import returns
+
+
+def test_the_map_names_every_script_in_its_folder(repo_root):
+    """benchmarks/README.md's map has a row for every script of returns/, speed/ and gpu/, named
+    with its folder, and none for a script not there; the top holds only what they share."""
+    import re
+
+    top = repo_root / "benchmarks"
+    text = (top / "README.md").read_text()
+    rows = set(re.findall(r"^\| `((?:returns|speed|gpu)/[\w.-]+)` \|", text, re.MULTILINE))
+    folders = ("returns", "speed", "gpu")
+    scripts = {f"{d}/{p.name}" for d in folders for p in (top / d).iterdir() if p.is_file()}
+    assert rows == scripts, (sorted(rows - scripts), sorted(scripts - rows))
+    assert {p.name for p in top.iterdir() if p.is_file()} == {
+        "README.md",
+        "harness.py",
+        "render_docs.py",
+    }
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -107,7 +126,7 @@ def test_speed_worker_measures_canter_updates_alone(repo_root):
     random steps then 500 updates, reporting updates per second and the preset's warm-up."""
     args = ["--worker", "canter-updates", "td3", "1", "1500"]
     done = subprocess.run(
-        [sys.executable, "benchmarks/speed_mujoco.py", *args],
+        [sys.executable, "benchmarks/speed/speed_mujoco.py", *args],
         capture_output=True,
         text=True,
         cwd=repo_root,
@@ -141,7 +160,7 @@ def test_rounds_take_turns_and_ratios_stay_within_a_round(capsys):
 def test_speed_table_with_the_one_core_bound(monkeypatch, tmp_path):
     """ppo-dp adds the 1-core column: the workers run in turn, rejax last; every row has as many
     cells as the header, and the bound is half the 1-core run time over rejax's, per round."""
-    from benchmarks import speed_dp
+    from benchmarks.speed import speed_dp
 
     impls = speed_dp.IMPLS
     assert impls == ("canter", "canter-dp", "canter-1core", "rejax")
@@ -176,7 +195,7 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
     """A worker sends `canter` (and `canter-dp`) to the CLI runner and the others to
     `jit(vmap(train))`, and its env steps/s counts every seed's steps: PPO's iterations x envs x
     steps, DQN's and PQN's total_timesteps (timers replaced: nothing is compiled or run)."""
-    from benchmarks import rejax_peer, speed_dp, speed_dqn, speed_minatar, speed_ppo
+    from benchmarks.speed import rejax_peer, speed_dp, speed_dqn, speed_minatar, speed_ppo
 
     timed = []
 
@@ -225,7 +244,7 @@ def test_workers_route_each_impl_and_count_every_seed(monkeypatch):
 def test_speed_scripts_show_help_without_the_peers(repo_root, script):
     """Each comparison loads and explains itself without rejax, sbx or MuJoCo installed (the
     peers are imported inside the workers), naming the command that reproduces it."""
-    path = f"benchmarks/speed_{script}.py"
+    path = f"benchmarks/speed/speed_{script}.py"
     done = subprocess.run(
         [sys.executable, path, "--help"], capture_output=True, text=True, cwd=repo_root, timeout=60
     )
@@ -237,7 +256,7 @@ def test_mujoco_update_bound_and_table_keep_each_algorithm():
     """The bound counts only post-warm-up updates (1e5 steps, 25,000 warm-up, 250 updates/s:
     300 s, so 333 env steps/s, 3.33x a 100 steps/s sbx); the table keeps an algorithm not
     measured this time, and every row has the header's cells."""
-    from benchmarks import speed_mujoco
+    from benchmarks.speed import speed_mujoco
 
     free = {"updates_per_s": 250.0, "preset_learning_starts": 25_000}
     bound, ratios = speed_mujoco.update_bound(free, [100.0, 200.0])
@@ -260,7 +279,7 @@ def test_peer_returns_table_sets_sbx_seeds_beside_canter(tmp_path, capsys):
     budget, gathered over several `returns*/` directories; a canter run at another budget,
     with other changed settings, or of an earlier version of the preset than sbx ran is left
     out, and a group without canter says so."""
-    from benchmarks import peer_returns
+    from benchmarks.returns import peer_returns
 
     out, results = tmp_path / "peer", tmp_path / "results"
     for seed, curve in ((0, [0.0, 1000.0]), (1, [0.0, 3000.0])):
@@ -330,7 +349,7 @@ def test_welch_t_test_against_its_formula():
 
 def test_permutation_p_is_exact():
     """Two groups apart: only the observed split (1 of 15) is as extreme; equal groups: 1."""
-    from benchmarks.peer_returns import permutation_p
+    from benchmarks.returns.peer_returns import permutation_p
 
     assert permutation_p([10.0, 11.0], [0.0, 1.0, 2.0, 3.0]) == 1 / 15
     assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0
@@ -345,7 +364,7 @@ def test_td3_variants_change_only_what_they_name():
     import jax
     from canter.algorithms import td3
 
-    from benchmarks import td3_variants
+    from benchmarks.returns import td3_variants
 
     sbx = sys.modules[f"canter.algorithms.{td3_variants.load_variant('sbxrule')}"]
     flax = sys.modules[f"canter.algorithms.{td3_variants.load_variant('flaxinit')}"]
@@ -373,7 +392,7 @@ def test_td3_variants_change_only_what_they_name():
 def test_random_returns_draw_valid_actions_only():
     """ProbeMasked pays 0, 1 or 10 for its actions and forbids action 2: uniformly random valid
     actions average 0.5 (3.67 if the mask were ignored)."""
-    from benchmarks import random_returns
+    from benchmarks.returns import random_returns
 
     result = random_returns.random_return("ProbeMasked", episodes=2000)
     assert result["mean_return"] == pytest.approx(0.5, abs=0.05)
@@ -383,7 +402,7 @@ def test_random_returns_draw_valid_actions_only():
 # A preset's row names the preset (the game alone); a row run with --env names the env.
 @pytest.mark.parametrize("env", ["craftax:Craftax-Symbolic-v1", "Craftax-Symbolic-v1"])
 def test_craftax_rows_give_the_score_as_a_percentage_of_the_maximum(tmp_path, env):
-    from benchmarks import returns
+    from benchmarks.returns import returns
 
     record = dict(
         algo="ppo",
@@ -422,7 +441,7 @@ def test_craftax_rows_give_the_score_as_a_percentage_of_the_maximum(tmp_path, en
 def test_playground_rows_set_the_figure_reading_at_the_configs_budget_beside_random(env):
     """PPO's reading is at the 6e7 env steps its config asks; SAC lists CheetahRun among the
     tasks it runs for 1e7. Both name where the number came from and give the random return."""
-    from benchmarks import returns
+    from benchmarks.returns import returns
 
     ppo, ppo_budget, ppo_source = returns.reference("ppo_continuous", env)
     sac, sac_budget, sac_source = returns.reference("sac", env)
@@ -433,13 +452,13 @@ def test_playground_rows_set_the_figure_reading_at_the_configs_budget_beside_ran
 
 
 def test_profile_sorts_a_programs_ops_by_kind_and_counts_their_self_time(tmp_path):
-    """benchmarks/profile_ops.py on a small program: the trace jax writes on this backend is
+    """benchmarks/speed/profile_ops.py on a small program: the trace jax writes on this backend is
     read, its matmul is found through the fusion that holds it, and a loop's time excludes its
     body."""
     import jax
     import jax.numpy as jnp
 
-    from benchmarks import profile_ops
+    from benchmarks.speed import profile_ops
 
     def program(w, x):
         def body(h, _):
@@ -501,7 +520,7 @@ def test_profile_tables_count_the_minatar_iterations_matmuls_and_set_the_sides_a
     """The matmul work of gymnax-blines' MinAtar PPO iteration, by hand: actor 400*256 +
     256*256 + 256*3 and critic 400*256 + 256*256 + 256 multiply-adds per sample; the update has
     3x that less the two first layers' input gradients, 4 epochs; 64 x 128 samples."""
-    from benchmarks import profile_ops, speed_minatar, speed_ppo
+    from benchmarks.speed import profile_ops, speed_minatar, speed_ppo
 
     config = speed_ppo.canter_config(speed_minatar.PPO_SETUP, 1)
     actor, critic = 400 * 256 + 256 * 256 + 256 * 3, 400 * 256 + 256 * 256 + 256
@@ -590,7 +609,7 @@ ENTRY %main (x: f32[4], b: pred[]) -> f32[4] {
 
 
 def test_gpu_kernels_counts_launches_through_loops_and_conditionals():
-    """benchmarks/gpu_kernels.py on a hand-written module: a fusion, a copy and a library call
+    """benchmarks/gpu/gpu_kernels.py on a hand-written module: a fusion, a copy and a library call
     are a kernel each, bitcasts and tuples none; a loop of known trips runs its body and its
     condition per trip, one of unknown trips once; a conditional its larger (or smaller)
     branch. Then on a program XLA:CPU compiled (the same text format as a GPU's): the loop of
@@ -598,7 +617,7 @@ def test_gpu_kernels_counts_launches_through_loops_and_conditionals():
     import jax
     import jax.numpy as jnp
 
-    from benchmarks import gpu_kernels
+    from benchmarks.gpu import gpu_kernels
 
     computations, entry = gpu_kernels.parse(GPU_HLO)
     assert entry == "main" and set(computations) == {"body", "cond", "yes", "no", "main"}
@@ -654,14 +673,14 @@ for update in range(updates):  # CB's batch_log drops a NaN statistic: no episod
 
 
 def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_path, repo_root):
-    """benchmarks/craftax_peer.py against a stand-in for CB's ppo.py (CB is not on PyPI): CB's
-    flags reach it, every `wandb.log` is kept, and an update with no ended episode is None."""
+    """benchmarks/returns/craftax_peer.py against a stand-in for CB's ppo.py (CB is not on PyPI):
+    CB's flags reach it, every `wandb.log` is kept, and an update with no ended episode is None."""
     import subprocess
     import sys
 
     (tmp_path / "cb").mkdir()
     (tmp_path / "cb" / "ppo.py").write_text(FAKE_CB_PPO)
-    command = [sys.executable, "benchmarks/craftax_peer.py", "--cb-dir", tmp_path / "cb"]
+    command = [sys.executable, "benchmarks/returns/craftax_peer.py", "--cb-dir", tmp_path / "cb"]
     command += ["--total-timesteps", 4 * 256 * 16, "--out", tmp_path, "--returns", tmp_path]
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -672,7 +691,7 @@ def test_the_craftax_peer_keeps_what_cb_logs_per_update_and_reads_the_last(tmp_p
     assert "--num_envs=256 --num_steps=16 --lr=0.0003" in record["command"]
     # ppo_rnd's preset trains at CB's default lr, 2e-4 (its RND 1M sweep sets none); CB's ppo.py
     # and ppo_rnd.py take the same flags.
-    from benchmarks import craftax_peer
+    from benchmarks.returns import craftax_peer
 
     flags = dict(env="Craftax-Symbolic-v1", total_timesteps=10**6, num_envs=256, num_steps=16)
     rnd = argparse.Namespace(script="ppo_rnd", lr=None, seed=3, **flags)
@@ -687,7 +706,7 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
     cut short is left out), CB's from its records, each budget in a row of its own; Welch's
     t-test against CB's seeds of the same budget, a seed with no ended episode left out of it;
     an env with no run has no rows, and seeds repeated across parts are refused."""
-    from benchmarks import craftax_peer
+    from benchmarks.returns import craftax_peer
 
     out, returns = tmp_path / "peer", tmp_path / "returns"
     run = returns / "runs" / "ppo__Craftax-Symbolic-v1"
@@ -726,7 +745,8 @@ def test_the_craftax_table_sets_cb_seeds_beside_canters_finished_programs(tmp_pa
 
 
 def test_the_pqn_table_sets_purejaxqls_seeds_beside_canters_row(tmp_path):
-    from benchmarks import harness, pqn_peer
+    from benchmarks import harness
+    from benchmarks.returns import pqn_peer
 
     out, returns = tmp_path / "peer", tmp_path / "returns"
     peer = dict(env="Acrobot-v1", env_steps=499_712, final_test_returns=[-90.0, -100.0, -95.0])
@@ -745,7 +765,7 @@ def test_the_pqn_table_sets_purejaxqls_seeds_beside_canters_row(tmp_path):
 
 
 def test_knapsack_bounds_solve_exactly_where_the_greedy_fill_falls_short():
-    from benchmarks import knapsack_bounds
+    from benchmarks.returns import knapsack_bounds
 
     weights, values = np.array([3.0, 2.0, 2.0]), np.array([5.0, 3.0, 3.0])
     # By value per weight the first item goes in first, and then nothing else fits.
@@ -759,7 +779,7 @@ def test_updates_per_iteration_counts_each_algorithms_gradient_steps():
     updates per step of the envs, fast_td3's critic updates per vector step."""
     from canter.algorithms import fast_td3, ppo_continuous, sac, td3
 
-    from benchmarks import speed_physics
+    from benchmarks.speed import speed_physics
 
     count = speed_physics.updates_per_iteration
     assert count(ppo_continuous.Config(update_epochs=3, num_minibatches=4)) == 12
@@ -791,9 +811,10 @@ writer.close()
 
 
 def test_the_atari_peer_runs_cleanrls_script_and_keeps_each_game(tmp_path, repo_root):
-    """benchmarks/atari_peer.py against a stand-in for CleanRL's ppo_atari.py in a checkout of
-    its own (with a `torch` package that has no TensorBoard): the flags reach it, the child's
-    writer keeps every game, and the statistic is per iteration (None where no game ended)."""
+    """benchmarks/returns/atari_peer.py against a stand-in for CleanRL's ppo_atari.py in a
+    checkout of its own (with a `torch` package that has no TensorBoard): the flags reach it, the
+    child's writer keeps every game, and the statistic is per iteration (None where no game
+    ended)."""
     import subprocess
     import sys
 
@@ -802,7 +823,7 @@ def test_the_atari_peer_runs_cleanrls_script_and_keeps_each_game(tmp_path, repo_
         (checkout / package).mkdir(parents=True)
         (checkout / package / "__init__.py").write_text("")
     (checkout / "cleanrl" / "ppo_atari.py").write_text(FAKE_CLEANRL_PPO_ATARI)
-    command = [sys.executable, "benchmarks/atari_peer.py", "--cleanrl-dir", checkout]
+    command = [sys.executable, "benchmarks/returns/atari_peer.py", "--cleanrl-dir", checkout]
     command += ["--python", sys.executable, "--total-timesteps", 3 * 1024, "--out", tmp_path]
     command += ["--results", tmp_path]
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
@@ -825,7 +846,8 @@ def test_the_atari_table_reads_cleanrl_at_canters_interval_ends(tmp_path):
     folder run with default flags, and Welch's test compares the means of the last points."""
     from canter.common.run.files import write_json
 
-    from benchmarks import atari_peer, harness
+    from benchmarks import harness
+    from benchmarks.returns import atari_peer
 
     out, results = tmp_path / "peer", tmp_path
     game, steps = "BreakoutNoFrameskip-v4", 6 * 1024
@@ -870,7 +892,7 @@ def test_the_atari_table_reads_cleanrl_at_canters_interval_ends(tmp_path):
 
 
 def test_the_frontier_table_sets_each_algorithm_beside_ppo_rnn_within_each_round():
-    from benchmarks import speed_frontier
+    from benchmarks.speed import speed_frontier
 
     def run(speed, compile_s=90.0, rss=4000.0):
         return {"steps_per_s": speed, "compile_s": compile_s, "peak_rss_mb": rss}
@@ -891,7 +913,8 @@ def test_the_frontier_measurement_counts_every_seeds_env_steps(monkeypatch):
     """speed_frontier.py --num-seeds 2 (as the Craftax rows run): the preset at its sizes, the
     seeds in the config the runner gets, env steps/s over all of them (no compile here: the
     runner's timing is a stand-in)."""
-    from benchmarks import harness, speed_frontier
+    from benchmarks import harness
+    from benchmarks.speed import speed_frontier
 
     seen = []
 

@@ -241,7 +241,7 @@ def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_p
     args += ["--calls", "1", "--repeats", "1", "--out", tmp_path]
     # canter's way alone: each way is one more Craftax compile (about a minute here), and the
     # ways share the script's measuring and table code.
-    command = [sys.executable, "benchmarks/speed_craftax.py", "--ways", "canter"]
+    command = [sys.executable, "benchmarks/speed/speed_craftax.py", "--ways", "canter"]
     done = subprocess.run(
         command + [str(a) for a in args], capture_output=True, text=True, cwd=repo_root, timeout=600
     )
@@ -256,7 +256,7 @@ def test_the_speed_benchmark_runs_and_counts_the_ended_episodes(repo_root, tmp_p
 # GAE lambda 0.8 and grad norm 1 (Craftax_Baselines' values), tanh MLPs 2x256. Measured here on
 # the reference statistic (seeds 0-3, 2 CPU cores, 2026-12-02; the same 4-seed program as this
 # test's config with num_seeds=4): final training returns 2.93, 3.14, 3.45, 3.52 against 1.42
-# for uniformly random actions (256 episodes, benchmarks/random_returns.py). The greedy
+# for uniformly random actions (256 episodes, benchmarks/returns/random_returns.py). The greedy
 # policy's return stays near 1 at this budget (argmax play gets stuck), so the check reads the
 # training return, the measure Craftax_Baselines reports. Threshold: halfway from random to the
 # worst seed, (1.42 + 2.93) / 2. Twice the budget (262,144 steps: 3.89, 3.05, 3.92, 3.10,

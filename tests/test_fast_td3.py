@@ -390,7 +390,7 @@ def test_the_replay_benchmark_counts_the_bytes_and_finds_the_buffer_updated_in_p
     fields += " actor_hidden=16 critic_hidden=16"
     args = ["--presets", "CheetahRun", "CheetahRun:buffer_size=64", "--set", *fields.split()]
     args += ["--warm", "12", "--repeats", "2", "--out", str(tmp_path)]
-    command = [sys.executable, "benchmarks/speed_replay.py", *args]
+    command = [sys.executable, "benchmarks/speed/speed_replay.py", *args]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     small, large = json.loads((tmp_path / "speed_replay.json").read_text())["results"]

@@ -1,4 +1,5 @@
-"""benchmarks/gpu.sh, the script of the GPU rows: its summary table and a tiny run on the CPU."""
+"""benchmarks/gpu/gpu.sh, the script of the GPU rows: its summary table and a tiny run on the
+CPU."""
 
 import json
 import os
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from benchmarks import gpu_summary
+from benchmarks.gpu import gpu_summary
 
 
 def _measurement(impl: str, run_s: float, **sizes) -> dict:
@@ -54,7 +55,7 @@ def test_summary_takes_ratios_within_rounds_and_leaves_out_what_did_not_run(tmp_
 
 def test_script_refuses_an_unknown_step_before_running_anything(repo_root):
     done = subprocess.run(
-        ["bash", "benchmarks/gpu.sh", "--only", "ppo-atari"],
+        ["bash", "benchmarks/gpu/gpu.sh", "--only", "ppo-atari"],
         capture_output=True,
         text=True,
         cwd=repo_root,
@@ -67,7 +68,7 @@ def test_script_refuses_an_unknown_step_before_running_anything(repo_root):
 def test_every_step_is_listed_in_the_scripts_header_and_runs_in_order(repo_root):
     """The names `--only` takes are the script's steps, each described in its header, and each
     step line names one of them."""
-    script = (repo_root / "benchmarks" / "gpu.sh").read_text()
+    script = (repo_root / "benchmarks" / "gpu" / "gpu.sh").read_text()
     every = script.split('\nsteps="')[1].split('"')[0].split()
     header = script.split("\nset -euo pipefail")[0]
     for name in every:
@@ -89,7 +90,7 @@ def test_tiny_run_writes_the_tables_of_its_own_scripts_and_the_summary_on_the_cp
     results (test_summary_takes_ratios_...), and every step's name against the script's list
     (test_every_step_is_listed_...)."""
     done = subprocess.run(
-        ["bash", "benchmarks/gpu.sh", "--tiny", "--out", str(tmp_path)]
+        ["bash", "benchmarks/gpu/gpu.sh", "--tiny", "--out", str(tmp_path)]
         + ["--only", "ppo-minatar", "runner-split", "runner"],
         capture_output=True,
         text=True,
@@ -124,7 +125,7 @@ def test_tiny_run_writes_the_tables_of_its_own_scripts_and_the_summary_on_the_cp
 
 def test_the_suites_script_refuses_an_unknown_step(repo_root):
     done = subprocess.run(
-        ["bash", "benchmarks/gpu_suites.sh", "--only", "minigrid"],
+        ["bash", "benchmarks/gpu/gpu_suites.sh", "--only", "minigrid"],
         capture_output=True,
         text=True,
         cwd=repo_root,
@@ -137,7 +138,7 @@ def test_the_suites_script_refuses_an_unknown_step(repo_root):
 def test_the_suites_scripts_steps_are_numbered_in_its_header_and_run_in_that_order(repo_root):
     """gpu_suites.sh: the steps `--only` takes are the header's numbered list, in order, and
     the script calls them in that order (a lent device runs them one call at a time)."""
-    script = (repo_root / "benchmarks" / "gpu_suites.sh").read_text()
+    script = (repo_root / "benchmarks" / "gpu" / "gpu_suites.sh").read_text()
     every = " ".join(re.findall(r'^steps="(?:\$steps )?([^"]*)"', script, re.MULTILINE)).split()
     names = [name for name in every if ":" not in name]
     header = script.split("\nset -euo pipefail")[0]
@@ -155,18 +156,18 @@ def test_the_suites_scripts_steps_are_numbered_in_its_header_and_run_in_that_ord
 
 @pytest.mark.parametrize("algo", ["ppo_continuous", "sac", "td3"])
 def test_the_hopper_settings_build_their_runs(repo_root, algo):
-    """benchmarks/physics_settings.sh, the hopper rows of gpu_suites.sh and cpu_physics.sh:
+    """benchmarks/returns/physics_settings.sh, the hopper rows of gpu_suites.sh and cpu_physics.sh:
     each algorithm's settings parse as returns.py parses them and build a training run, which
     checks the fields against each other (nothing compiles). The settings name no env; gymnax's
     Pendulum-v1 stands in for the hopper, whose Brax import and build took 7 s of the fast
     suite (the slow test above trains on it)."""
     import importlib
 
-    from benchmarks import returns
+    from benchmarks.returns import returns
 
     name = {"ppo_continuous": "ppo_hopper", "sac": "sac_hopper", "td3": "td3_hopper"}[algo]
     shown = subprocess.run(
-        ["bash", "-c", f'. benchmarks/physics_settings.sh && echo "${name}"'],
+        ["bash", "-c", f'. benchmarks/returns/physics_settings.sh && echo "${name}"'],
         capture_output=True,
         text=True,
         cwd=repo_root,

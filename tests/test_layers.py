@@ -125,8 +125,9 @@ def test_mlp_keeps_the_two_layer_init_and_adds_hidden_layers_with_depth():
 
 
 def test_a_stride_that_divides_the_kernel_is_folded_into_the_channels():
-    # The fold is the speed (benchmarks/conv_cpu.py): a 4x4 kernel of stride 2 concatenates 2 x 2
-    # slices of 4 x channels, not 16 strided ones; a stride that does not divide stays strided.
+    # The fold is the speed (benchmarks/speed/conv_cpu.py): a 4x4 kernel of stride 2 concatenates
+    # 2 x 2 slices of 4 x channels, not 16 strided ones; a stride that does not divide stays
+    # strided.
     def pieces(kernel, stride):
         conv = Conv2d(3, 5, kernel, stride=stride, key=jax.random.key(0))
         jaxpr = jax.make_jaxpr(conv.patches_last)(jnp.ones((11, 11, 3)))

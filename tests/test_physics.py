@@ -249,7 +249,7 @@ def test_the_speed_benchmark_runs_and_writes_its_table(repo_root, tmp_path):
     args += ["--repeats", "1", "--ways", "canter", "no-reset", "--out", str(tmp_path)]
     small = "num_envs=8,num_steps=4,num_minibatches=2,update_epochs=1"
     args += ["--presets", f"ppo_continuous:CartpoleBalance:{small}", "--seconds", "0"]
-    command = [sys.executable, "benchmarks/speed_physics.py", *args]
+    command = [sys.executable, "benchmarks/speed/speed_physics.py", *args]
     done = subprocess.run(command, capture_output=True, text=True, cwd=repo_root, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "speed_physics.json").read_text())

@@ -1,7 +1,7 @@
 """`clip_by_global_norm`: optax's transform, its norm one reduction in programs for a GPU or TPU.
 
 `optax.clip_by_global_norm` sums each leaf's squares on its own, then adds the sums. Compiled
-for an H100 (`benchmarks/gpu_kernels.py`), the norm of PPO's MinAtar networks (12 leaves) alone
+for an H100 (`benchmarks/gpu/gpu_kernels.py`), the norm of PPO's MinAtar networks (12 leaves) alone
 is 15 kernels that way and 2 as one sum over the concatenated leaves; a whole PPO MinAtar
 minibatch step went from 65 kernels to 58. On the CPU the per-leaf sums cost nothing
 measurable and keep the numbers canter's runs have always had, so a program compiled for the

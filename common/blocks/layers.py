@@ -84,7 +84,7 @@ class Conv2d(eqx.nn.Conv2d):
         """The convolution with channels last in and out. A torso of several layers that keeps
         its activations so skips the two transposes per layer of Equinox's layout, which the
         patch matmul (channels last inside) would otherwise pay: the Nature CNN's SGD step about
-        1.5x faster on XLA:CPU (benchmarks/conv_cpu.py)."""
+        1.5x faster on XLA:CPU (benchmarks/speed/conv_cpu.py)."""
 
         def stock(conv: Conv2d, x: Array) -> Array:
             y = eqx.nn.Conv2d.__call__(conv, jnp.transpose(x, (2, 0, 1)))
@@ -112,7 +112,7 @@ class Conv2d(eqx.nn.Conv2d):
         kh x kw kernel with stride (sh, sw) reads the same numbers as a (kh/sh) x (kw/sw) kernel
         with stride 1 over blocks of sh x sw pixels, so the patches are (kh/sh)(kw/sw) slices
         where they were kh x kw strided ones: the Nature CNN's SGD step 1.8x faster on XLA:CPU
-        (benchmarks/conv_cpu.py). Stride 1 has nothing to fold.
+        (benchmarks/speed/conv_cpu.py). Stride 1 has nothing to fold.
         """
         out_channels, in_channels, kh, kw = self.weight.shape
         (sh, sw), (top_bottom, left_right) = self.stride, self.padding

@@ -3,7 +3,7 @@
 On a GPU each trip of a loop is its own few kernels, launched one after another: a GAE step is
 4 small elementwise kernels, a MinAtar rollout step about 45. Unrolling k steps per trip lets
 XLA fuse across the steps and drop the copies of the loop's carried state each trip makes.
-Compiled for an H100 (`benchmarks/gpu_kernels.py`), GAE's 128 steps take 40 kernels unrolled
+Compiled for an H100 (`benchmarks/gpu/gpu_kernels.py`), GAE's 128 steps take 40 kernels unrolled
 16 per trip against 512 rolled, PPO's MinAtar rollout 30 kernels per step unrolled 4 per trip
 against 45, and DQN's MinAtar env step with its update 75 against 126 (the trainer's loop over
 iterations, `Train.unroll`). On XLA:CPU the same unrolling only costs: a MinAtar rollout

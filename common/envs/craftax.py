@@ -22,7 +22,7 @@ interface, so that canter's wrappers and algorithms treat it like any gymnax env
   env that used its spare, one at a time, at most num_envs / RESET_RATIO per step. Random
   actions in 256 Craftax-Symbolic envs end about 3 episodes per 1,000 env steps; the adapter
   then steps at about 5,700 env steps/s on 2 CPU cores against 8,600 without any reset
-  (`benchmarks/speed_craftax.py`).
+  (`benchmarks/speed/speed_craftax.py`).
 
 Only the symbolic games are offered: the pixel games draw from a texture cache that Craftax
 writes into its own package folder the first time (which fails on a read-only install), and a

@@ -230,8 +230,8 @@ def _check_mjx_on_cpu(config: Any, batch: Batch) -> None:
             f"num_eval_envs {config.num_eval_envs}, x {batch.size} seeds and sweep points) on a "
             f"CPU: MJX above {MJX_CPU_ENVS:,} can hang with jaxlib {jaxlib.__version__} "
             f"(docs/environments.md); this is a GPU's size. On a CPU use {fewer}, and a "
-            "--total-timesteps a CPU trains in (benchmarks/cpu_physics.sh has the CPU rows' "
-            "settings)."
+            "--total-timesteps a CPU trains in (benchmarks/returns/cpu_physics.sh has the CPU "
+            "rows' settings)."
         )
 
 
