@@ -192,27 +192,4 @@ def cli(config_cls: type, make_train: Callable[[Any], Train], presets: dict | No
     """
     from canter.common.run.cli import main
 
-    return main(config_cls, make_train, presets or {}, explain=_explain)
-
-
-def _explain(error: Exception) -> str:
-    """A bad-input message, with the house's files for the env's kind of actions added, or the
-    files that have an unknown preset."""
-    import importlib
-
-    from canter.algorithms import HOUSE
-    from canter.common.envs import ActionSpaceError
-    from canter.common.run.cli import UnknownPreset
-
-    if isinstance(error, UnknownPreset):
-        modules = {n: importlib.import_module(f"canter.algorithms.{n}") for n in HOUSE}
-        files = [
-            f"algorithms/{n}.py"
-            for n, m in modules.items()
-            if error.name in getattr(m, "PRESETS", {})
-        ]
-        return f"{error} It is a preset of {', '.join(files)}." if files else str(error)
-    if not isinstance(error, ActionSpaceError):
-        return str(error)
-    files = [f"algorithms/{name}.py" for name, kind in HOUSE.items() if kind == error.kind]
-    return f"{error} For {error.kind} actions use {' or '.join(files)} instead."
+    return main(config_cls, make_train, presets or {})

@@ -14,6 +14,7 @@ from canter.common.config import ConfigError
 from canter.common.envs import ActionSpaceError, action_kind, env_names, make_env
 from canter.common.envs.wrappers import ended_episodes
 from canter.common.run.batch import make_batch
+from canter.common.run.cli import house_hint
 
 
 def test_unknown_env_lists_valid_names():
@@ -128,7 +129,7 @@ def test_the_house_list_names_each_files_action_space():
     with pytest.raises(ActionSpaceError) as caught:
         make_env("CartPole-v1", action="continuous", algorithm="sac.py")
     assert caught.value.kind == "discrete"
-    hint = trainer._explain(caught.value)
+    hint = house_hint(caught.value)
     assert "sac.py handles continuous actions only" in hint
     assert "algorithms/ppo_rnn.py" in hint and "algorithms/td3.py" not in hint
 

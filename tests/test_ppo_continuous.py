@@ -13,6 +13,7 @@ from canter.algorithms import ppo_continuous as pc
 from canter.algorithms import trainer
 from canter.common.config import ConfigError
 from canter.common.envs import make_env
+from canter.common.run.cli import house_hint
 
 from tests.checks import (
     assert_episodes_read_and_cleared,
@@ -238,10 +239,10 @@ def test_discrete_env_names_ppo_and_ppo_names_this_file():
     # The error names the env's kind of actions; the CLI's message adds the house's files for it.
     with pytest.raises(ConfigError, match="discrete action space") as caught:
         pc.make_train(dataclasses.replace(TINY, env="CartPole-v1"))
-    assert "algorithms/ppo.py" in trainer._explain(caught.value)
+    assert "algorithms/ppo.py" in house_hint(caught.value)
     with pytest.raises(ConfigError, match="continuous action space") as caught:
         make_env("Pendulum-v1", action="discrete", algorithm="ppo.py")
-    assert "algorithms/ppo_continuous.py" in trainer._explain(caught.value)
+    assert "algorithms/ppo_continuous.py" in house_hint(caught.value)
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs

@@ -97,11 +97,12 @@ def main(
     config_cls: type,
     make_train: Callable,
     presets: dict[str, dict[str, Any]],
-    explain: Callable[[ConfigError], str] = str,
+    explain: Callable[[ConfigError], str] | None = None,
 ) -> RunResult | None:
     """Parse the flags (a preset or a resumed run's config are the defaults), then `run`
     (or, with --debug, `run_debug`); exit with a nonzero code as the module doc says. Bad input
-    is printed as `explain(error)` words it (the trainer adds which files to use instead)."""
+    is printed as `explain(error)` words it (by default `house_hint`: which files to use
+    instead)."""
     use_cpu_cores()  # before anything touches JAX's devices (common/run/devices.py)
     # Unwrapped: a decorated make_train (a fork's, or the tests' runtime type checks) names its
     # own file, not the decorator's.
@@ -174,7 +175,7 @@ def main(
         )
     except ConfigError as error:
         _remove_if_empty(made)
-        print(f"error: {explain(error)}", file=sys.stderr)
+        print(f"error: {(explain or house_hint)(error)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
     except TRACED_VALUE as error:  # tracing (compiling, a resume's check, --debug's trace)
         _remove_if_empty(made)
@@ -337,6 +338,28 @@ def _wrapped(text: str, indent: str) -> str:
     return textwrap.fill(
         text, 100, initial_indent=indent, subsequent_indent=indent + "    ", break_on_hyphens=False
     )
+
+
+def house_hint(error: Exception) -> str:
+    """A bad-input message, with the house's files (canter.algorithms.HOUSE) for the env's kind
+    of actions added, or the files that have an unknown preset."""
+    import importlib
+
+    from canter.algorithms import HOUSE
+    from canter.common.envs import ActionSpaceError
+
+    if isinstance(error, UnknownPreset):
+        modules = {n: importlib.import_module(f"canter.algorithms.{n}") for n in HOUSE}
+        files = [
+            f"algorithms/{n}.py"
+            for n, m in modules.items()
+            if error.name in getattr(m, "PRESETS", {})
+        ]
+        return f"{error} It is a preset of {', '.join(files)}." if files else str(error)
+    if not isinstance(error, ActionSpaceError):
+        return str(error)
+    files = [f"algorithms/{name}.py" for name, kind in HOUSE.items() if kind == error.kind]
+    return f"{error} For {error.kind} actions use {' or '.join(files)} instead."
 
 
 class UnknownPreset(ConfigError):

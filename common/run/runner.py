@@ -107,10 +107,8 @@ def run(
     says why, and the summary covers the intervals done. Each callback is called after every
     interval with an `Interval`. `data_parallel` splits each seed's envs and minibatches over
     the devices when there are fewer seeds (x sweep points) than devices; the numbers stay those
-    of one device.
-    config.json records the file (and module) `make_train` comes from, so evaluate.py finds a
-    fork's code wherever it lives. `overlap` computes each interval while the host handles the
-    previous one (off: one after the other, as multi-host always runs); the numbers are the same.
+    of one device. `overlap` computes each interval while the host handles the previous one
+    (off: one after the other, as multi-host always runs); the numbers are the same.
     `extend` lets a resumed run continue to a larger budget whatever its schedules
     (common/run/resume.py); config.json's `extended` records each change of budget.
     """
@@ -121,16 +119,7 @@ def run(
         main = jax.process_index() == 0  # under multi-host, the one process that writes and prints
         say = print if verbose and main else None
         record = config_record(algo, config, batch.sweep)
-        skip = 0  # iterations of a cut interval trained before an extension (run/resume.py)
-        if resume:
-            if main and out is not None:
-                out.lock()  # two processes never run one directory (common/run/rundir.py)
-            done, saved = check_resume(out, record, make_train, batch, extend)  # before compiling
-            skip = done_iterations(make_train, config, saved, done)
-        elif out is not None and main and out.abandoned():
-            _say(
-                say, f"{out.path}: its earlier run ended before its first checkpoint; replacing it"
-            )
+        saved, skip = _prepare_dir(out, resume, main, say, record, make_train, batch, extend)
         claim = out if out is not None and main and not resume else None
         written = {**record, "source": algorithm_source(make_train)}
         compiled = resumed_train(make_train, skip)
@@ -144,17 +133,10 @@ def run(
         loop = _Loop(algo, batch, train, out, main, say, record, programs.compile_s)
         first = 0
         if resume:
-            state, first = loop.resume(out, programs, batch, saved, skip)
-            _say(say, _resumed_line(out, first, train.num_intervals, skip))
-            if host:
-                restart = "the episodes in flight restart (their last step reads as truncated)"
-                _say(say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint")
+            state, first = loop.resume(out, programs, saved, skip, host)
         loop.open(track, algorithm_source(make_train))
-        end = (
-            train.num_intervals
-            if stop_after is None
-            else min(first + stop_after, train.num_intervals)
-        )
+        total = train.num_intervals
+        end = total if stop_after is None else min(first + stop_after, total)
         # Under multi-host the intervals run one after the other (collectives keep one order on
         # every process); with host simulators, a discarded interval would step them past the
         # checkpoint, so a run that may stop early (callbacks, a divergence stop) does too.
@@ -174,6 +156,32 @@ def run(
     finally:
         if out is not None:
             out.unlock()  # the run directory's lock, held since its claim or resume
+
+
+def _prepare_dir(
+    out: RunDir | None,
+    resume: bool,
+    main: bool,
+    say: Callable | None,
+    record: dict,
+    make_train: Callable,
+    batch: Batch,
+    extend: bool,
+) -> tuple[dict | None, int]:
+    """Before compiling: (the saved record, the iterations of a cut interval to skip) of a
+    resumed run, its directory locked (two processes never run one directory) and its
+    checkpoint checked against `record` (common/run/resume.py); (None, 0) for a new run, which
+    is told when it replaces one that ended before its first checkpoint."""
+    if not resume:
+        if out is not None and main and out.abandoned():
+            _say(
+                say, f"{out.path}: its earlier run ended before its first checkpoint; replacing it"
+            )
+        return None, 0
+    if main and out is not None:
+        out.lock()
+    done, saved = check_resume(out, record, make_train, batch, extend)
+    return saved, done_iterations(make_train, batch.config, saved, done)
 
 
 def check(
@@ -339,13 +347,11 @@ class _Loop:
         self.diverged = health.Divergence.none(self.batch)
         self.writes = self.out if self.main else None
 
-    def resume(
-        self, out: RunDir, programs: Programs, batch: Batch, saved: dict, skip: int
-    ) -> tuple:
+    def resume(self, out: RunDir, programs: Programs, saved: dict, skip: int, host: bool) -> tuple:
         """The checkpoint's state and intervals done; a larger budget is recorded, and a cut
         last interval (`skip` iterations trained) is re-entered, its row kept in the record."""
         state, first, self.earlier_s, self.history, self.diverged.first, self.extended = _resume(
-            out, programs, batch, saved
+            out, programs, self.batch, saved
         )
         was, now = saved["total_timesteps"], self.record["total_timesteps"]
         if now != was:
@@ -354,10 +360,17 @@ class _Loop:
                 first -= 1
                 entry["cut_interval"] = _to_lists(self.history.pop())
             self.extended = [*self.extended, entry]
+        _say(self.say, _resumed_line(out, first, self.train.num_intervals, skip))
+        if host:
+            restart = "the episodes in flight restart (their last step reads as truncated)"
+            _say(
+                self.say, f"host simulators cannot be saved: {restart}, seeded from the checkpoint"
+            )
         return state, first
 
     def open(self, track: tuple, source: dict[str, Any]) -> None:
-        """config.json (with where the algorithm's code is), the logs, the progress bar."""
+        """config.json (with the file, and module, `make_train` comes from, so evaluate.py
+        finds a fork's code wherever it lives), the logs, the progress bar."""
         first = len(self.history)
         if self.writes is not None:
             extended = {"extended": self.extended} if self.extended else {}
