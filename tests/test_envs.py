@@ -190,10 +190,72 @@ def test_importing_canter_leaves_jax_untouched():
         "from jax._src import xla_bridge\n"
         "assert not xla_bridge.backends_are_initialized(), 'a backend was started on import'\n"
         "assert jax.config.jax_num_cpu_devices == -1, jax.config.jax_num_cpu_devices\n"
+        # No suite's adapter or package either: each is imported when one of its envs is built.
+        "import sys\n"
+        "adapters = ('craftax', 'jumanji', 'minigrid', 'physics', 'host')\n"
+        "loaded = [m for m in adapters if f'canter.common.envs.{m}' in sys.modules]\n"
+        "loaded += [m for m in ('craftax', 'jumanji', 'xminigrid', 'brax') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
         "print('untouched')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "untouched" in done.stdout, done.stderr[-2000:]
+
+
+def registry_imports(source: str) -> list[str]:
+    """The imports in `source`, at any depth (inside functions too), that reach the registry:
+    `canter.common.envs.registry`, or a name of the `canter.common.envs` package other than
+    one of its modules (the package's `__init__` takes those from the registry)."""
+    import ast
+
+    registry = "canter.common.envs.registry"
+    modules = {p.stem for p in Path(__file__).parents[1].glob("common/envs/*.py")} - {"registry"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name == registry]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 1:  # `from .registry import ...`, `from . import ...`
+                module = f"canter.common.envs.{module}".rstrip(".")
+            if module == registry:
+                found.append(registry)
+            elif module == "canter.common.envs":
+                found += [f"{module}.{a.name}" for a in node.names if a.name not in modules]
+    return found
+
+
+def test_no_adapter_imports_the_registry_and_the_suites_import_nothing(repo_root):
+    """common/envs/: the registry imports the suites' adapters (when an env is built), never the
+    other way, so the two form no import circle; what both need, each suite's names, prefix and
+    install line, is in suites.py, which imports nothing."""
+    import ast
+
+    envs = repo_root / "common" / "envs"
+    suites = ast.parse((envs / "suites.py").read_text())
+    assert not [n for n in ast.walk(suites) if isinstance(n, ast.Import | ast.ImportFrom)]
+    for path in sorted(envs.glob("*.py")):
+        if path.name not in ("__init__.py", "registry.py"):
+            assert registry_imports(path.read_text()) == [], path.name
+
+
+def test_the_registry_import_check_catches_each_way_back():
+    """The partner of the test above: each way an adapter could reach the registry is caught,
+    a module of the package is not."""
+    caught = [
+        "from canter.common.envs.registry import CRAFTAX_GAMES",
+        "def f():\n    from canter.common.envs.registry import env_names",
+        "import canter.common.envs.registry",
+        "from canter.common.envs import registry",
+        "from canter.common.envs import make_env",
+        "from .registry import env_names",
+        "from . import registry",
+    ]
+    for source in caught:
+        assert registry_imports(source), source
+    assert registry_imports("from canter.common.envs import atari, suites, wrappers") == []
+    assert registry_imports("from canter.common.envs.suites import HOST_PREFIX") == []
+    assert registry_imports("from .suites import HOST_PREFIX\nfrom . import spares") == []
 
 
 def test_the_log_extra_installs_tensorboard_which_opens_the_event_files(tmp_path):

@@ -1,6 +1,8 @@
 """Environments: `make_env(name)` and what stands behind it. Changes what the learner sees.
 
     registry.py   make_env, the names it accepts, register_env, is_host_env, truncation_gap
+    suites.py     each suite's names, prefix and install line (constants: the registry and the
+                  adapters read them there, and no adapter imports the registry)
     wrappers.py   float observations, episode statistics, MinAtar's sticky actions
     host.py       `gymnasium:<id>`: a Gymnasium env stepped on the host inside the compiled step
     atari.py      Atari as DQN and CleanRL train it: preprocessing, life loss, reward clipping
@@ -46,12 +48,6 @@ _import_when_used("seaborn")
 _import_when_used("matplotlib.pyplot")
 
 from canter.common.envs.registry import (  # noqa: E402
-    BRAX_ENVS,
-    HOST_PREFIX,
-    MINATAR_GAMES,
-    MUJOCO_TASKS,
-    PLAYGROUND_TASKS,
-    STICKY_ACTION_ENVS,
     ActionKind,
     ActionSpaceError,
     action_kind,
@@ -63,6 +59,14 @@ from canter.common.envs.registry import (  # noqa: E402
     truncation_gap,
     vector_mask,
     vector_step,
+)
+from canter.common.envs.suites import (  # noqa: E402
+    BRAX_ENVS,
+    HOST_PREFIX,
+    MINATAR_GAMES,
+    MUJOCO_TASKS,
+    PLAYGROUND_TASKS,
+    STICKY_ACTION_ENVS,
 )
 from canter.common.envs.wrappers import base_state, ended_episodes  # noqa: E402
 

@@ -37,8 +37,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
-from canter.common.envs.registry import CRAFTAX_GAMES, CRAFTAX_INSTALL, CRAFTAX_PREFIX
 from canter.common.envs.spares import SpareResetEnv, SpareState
+from canter.common.envs.suites import CRAFTAX_GAMES, CRAFTAX_INSTALL, CRAFTAX_PREFIX
 from gymnax.environments import spaces
 from jaxtyping import Array, PRNGKeyArray
 

@@ -43,13 +43,18 @@ import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
 from canter.common.envs import atari
-from canter.common.envs.registry import HOST_PREFIX
+from canter.common.envs.suites import HOST_PREFIX
 from jaxtyping import Array, Int, UInt32
 
 MUJOCO = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher")
 MUJOCO += ("Pusher", "InvertedPendulum", "InvertedDoublePendulum")
 # env id prefixes -> the extra that brings their simulator (Atari's ids: atari.is_atari)
 EXTRAS = dict.fromkeys(MUJOCO, "mujoco")
+
+
+class UnknownGymnasiumId(ConfigError):
+    """`gymnasium:<id>` for an id Gymnasium does not register (registry.py adds what to use
+    instead where the id is a gymnax name)."""
 
 
 class HostParams(eqx.Module):
@@ -136,13 +141,9 @@ def make_host_env(name: str) -> tuple["GymnasiumEnv", HostParams]:
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error:
-        from canter.common.envs.registry import env_names
-
-        if env_id in env_names():
-            raise ConfigError(f"{env_id} is a gymnax env: use --env {env_id}.") from None
         close = [n for n in gymnasium.registry if n.split("-")[0] == env_id.split("-")[0]]
         hint = f" Registered versions: {', '.join(close)}." if close else ""
-        raise ConfigError(
+        raise UnknownGymnasiumId(
             f"{name}: Gymnasium has no environment '{env_id}'.{hint} Every id in "
             "gymnasium.registry works, e.g. gymnasium:CartPole-v1, gymnasium:HalfCheetah-v5."
         ) from None

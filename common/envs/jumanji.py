@@ -2,7 +2,7 @@
 
 The `jumanji` extra (`pip install -e ".[jumanji]"`, jumanji 1.1.2) provides the environments;
 this adapter gives those with one discrete action per step (`action_spec` a `DiscreteArray`:
-`JUMANJI_TASKS` in registry.py) gymnax's `Environment` interface, so that canter's wrappers and
+`JUMANJI_TASKS` in suites.py) gymnax's `Environment` interface, so that canter's wrappers and
 algorithms treat them like any gymnax env. gymnax's own `step` does the auto-reset:
 
 - **terminated and truncated apart.** A Jumanji episode ends on a `TimeStep` whose `last()` is
@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
-from canter.common.envs.registry import JUMANJI_INSTALL, JUMANJI_PREFIX, JUMANJI_TASKS
+from canter.common.envs.suites import JUMANJI_INSTALL, JUMANJI_PREFIX, JUMANJI_TASKS
 from gymnax.environments import environment, spaces
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 

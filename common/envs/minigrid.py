@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
-from canter.common.envs.registry import MINIGRID_INSTALL, MINIGRID_PREFIX, MINIGRID_TASKS
+from canter.common.envs.suites import MINIGRID_INSTALL, MINIGRID_PREFIX, MINIGRID_TASKS
 from gymnax.environments import environment, spaces
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray, UInt8
 

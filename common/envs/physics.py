@@ -49,7 +49,8 @@ import jax.numpy as jnp
 import numpy as np
 from canter.common.config import ConfigError
 from canter.common.envs.host import quiet_mujoco
-from canter.common.envs.registry import (
+from canter.common.envs.spares import SpareResetEnv
+from canter.common.envs.suites import (
     BRAX_ENVS,
     BRAX_INSTALL,
     BRAX_PREFIX,
@@ -57,7 +58,6 @@ from canter.common.envs.registry import (
     PLAYGROUND_PREFIX,
     PLAYGROUND_TASKS,
 )
-from canter.common.envs.spares import SpareResetEnv
 from canter.common.envs.wrappers import base_state
 from gymnax.environments import spaces
 from jaxtyping import Array, Bool, Int, PRNGKeyArray

@@ -4,6 +4,9 @@ Each environment is built once per process and reused: `make_train` may run unde
 runner vmaps it over float hyperparameters), where building an env would trace its constructor,
 and some gymnax constructors branch on arrays (FourRooms-misc, MetaMaze-misc). gymnax is
 imported on first use, not on import: importing it starts JAX's backend (common/run/devices.py).
+A suite's adapter (and its package) likewise, when one of its envs is first built; the names,
+prefixes and install lines this module lists and refuses with come from suites.py, which the
+adapters read too, so that no adapter imports this module.
 """
 
 import difflib
@@ -14,6 +17,25 @@ from typing import Any, Literal
 import jax
 from canter.common.config import ConfigError
 from canter.common.envs import atari
+from canter.common.envs.suites import (
+    BRAX_ENVS,
+    BRAX_INSTALL,
+    BRAX_PREFIX,
+    CRAFTAX_GAMES,
+    CRAFTAX_INSTALL,
+    CRAFTAX_PREFIX,
+    HOST_PREFIX,
+    JUMANJI_INSTALL,
+    JUMANJI_PREFIX,
+    JUMANJI_TASKS,
+    MINIGRID_INSTALL,
+    MINIGRID_PREFIX,
+    MINIGRID_TASKS,
+    PLAYGROUND_INSTALL,
+    PLAYGROUND_PREFIX,
+    PLAYGROUND_TASKS,
+    STICKY_ACTION_ENVS,
+)
 from canter.common.envs.wrappers import (
     EpisodeStats,
     FloatObservation,
@@ -42,107 +64,6 @@ UNAVAILABLE = {
 }
 
 _EXTRA_ENVS: dict[str, Callable[[], tuple[Any, Any]]] = {}
-HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/envs/host.py)
-# `craftax:<game>`: Craftax's symbolic games (common/envs/craftax.py, the `craftax` extra).
-CRAFTAX_PREFIX = "craftax:"
-CRAFTAX_GAMES = ("Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1")
-CRAFTAX_INSTALL = 'pip install -e ".[craftax]"'
-# `jumanji:<Id>`: Jumanji's envs with one discrete action per step (common/envs/jumanji.py, the
-# `jumanji` extra), listed here so that the registry names them without importing jumanji.
-JUMANJI_PREFIX = "jumanji:"
-JUMANJI_TASKS = (
-    "Knapsack-v1",
-    "Maze-v0",
-    "Snake-v1",
-    "PacMan-v1",
-    "TSP-v1",
-    "CVRP-v1",
-    "Game2048-v1",
-    "GraphColoring-v1",
-    "SlidingTilePuzzle-v0",
-)
-JUMANJI_INSTALL = 'pip install -e ".[jumanji]"'
-# `xminigrid:MiniGrid-<task>`: XLand-MiniGrid's MiniGrid ports (common/envs/minigrid.py, the
-# `xminigrid` extra), listed here so that the registry names them without importing xminigrid.
-MINIGRID_PREFIX = "xminigrid:"
-MINIGRID_TASKS = (
-    "MiniGrid-BlockedUnlockPickUp",
-    "MiniGrid-DoorKey-5x5",
-    "MiniGrid-DoorKey-6x6",
-    "MiniGrid-DoorKey-8x8",
-    "MiniGrid-DoorKey-16x16",
-    "MiniGrid-Empty-5x5",
-    "MiniGrid-Empty-6x6",
-    "MiniGrid-Empty-8x8",
-    "MiniGrid-Empty-16x16",
-    "MiniGrid-EmptyRandom-5x5",
-    "MiniGrid-EmptyRandom-6x6",
-    "MiniGrid-EmptyRandom-8x8",
-    "MiniGrid-EmptyRandom-16x16",
-    "MiniGrid-FourRooms",
-    "MiniGrid-LockedRoom",
-    "MiniGrid-MemoryS8",
-    "MiniGrid-MemoryS16",
-    "MiniGrid-MemoryS32",
-    "MiniGrid-MemoryS64",
-    "MiniGrid-MemoryS128",
-    "MiniGrid-Playground",
-    "MiniGrid-Unlock",
-    "MiniGrid-UnlockPickUp",
-)
-MINIGRID_INSTALL = 'pip install -e ".[xminigrid]"'
-# `playground:<Task>`: MuJoCo Playground's DM Control Suite on MJX (common/envs/physics.py, the
-# `playground` extra), listed here so that the registry names them without importing Playground.
-PLAYGROUND_PREFIX = "playground:"
-PLAYGROUND_TASKS = (
-    "AcrobotSwingup",
-    "AcrobotSwingupSparse",
-    "BallInCup",
-    "CartpoleBalance",
-    "CartpoleBalanceSparse",
-    "CartpoleSwingup",
-    "CartpoleSwingupSparse",
-    "CheetahRun",
-    "FingerSpin",
-    "FingerTurnEasy",
-    "FingerTurnHard",
-    "FishSwim",
-    "HopperHop",
-    "HopperStand",
-    "HumanoidRun",
-    "HumanoidStand",
-    "HumanoidWalk",
-    "PendulumSwingup",
-    "PointMass",
-    "ReacherEasy",
-    "ReacherHard",
-    "SwimmerSwimmer6",
-    "WalkerRun",
-    "WalkerStand",
-    "WalkerWalk",
-)
-PLAYGROUND_INSTALL = 'pip install -e ".[playground]"'
-# `brax:<name>`: Brax's envs on its positional backend (common/envs/physics.py, the `brax` extra).
-BRAX_PREFIX = "brax:"
-BRAX_ENVS = (
-    "ant",
-    "halfcheetah",
-    "hopper",
-    "humanoid",
-    "humanoidstandup",
-    "inverted_pendulum",
-    "inverted_double_pendulum",
-    "pusher",
-    "reacher",
-    "walker2d",
-)
-BRAX_INSTALL = 'pip install -e ".[brax]"'
-
-# The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
-MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
-STICKY_ACTION_ENVS = tuple(f"{game}-MinAtar" for game in MINATAR_GAMES)
-# The MuJoCo tasks every SAC / TD3 paper reports (Gymnasium v5, the `mujoco` extra).
-MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 
 
 def _cartpole_no_velocity() -> tuple[Any, Any]:
@@ -209,9 +130,15 @@ def _build(name: str) -> tuple[Any, Any]:
     if name in UNAVAILABLE:
         raise ConfigError(f"{name} is not available: {UNAVAILABLE[name]}.")
     if name.startswith(HOST_PREFIX):  # a Gymnasium env stepped on the host (common/envs/host.py)
-        from canter.common.envs.host import make_host_env
+        from canter.common.envs.host import UnknownGymnasiumId, make_host_env
 
-        return make_host_env(name)
+        try:
+            return make_host_env(name)
+        except UnknownGymnasiumId:
+            env_id = name.removeprefix(HOST_PREFIX)
+            if env_id in env_names():
+                raise ConfigError(f"{env_id} is a gymnax env: use --env {env_id}.") from None
+            raise
     # Constructors make arrays (MinAtar's action sets); under a trace (the first make_train of
     # a process may run inside jit or vmap, as evaluate.py's) they would be cached as tracers.
     with jax.ensure_compile_time_eval():
