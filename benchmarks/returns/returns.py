@@ -4,7 +4,10 @@ Each (algorithm, env) run goes through the host runner (`trainer.run`) into
 `<out>/runs/<algo>__<env>/` (config, per-seed CSVs, summary.json, learning_curve.png), and its
 result into `<out>/<algo>__<env>.json`. The markdown table `<out>/returns.md` is then rebuilt
 from every JSON result in `<out>`, so runs of several algorithms add up to one table;
-docs/results.md renders it (`python benchmarks/render_docs.py`).
+docs/results.md renders it (`python benchmarks/render_docs.py`). Results kept from a preset
+since changed (`<algo>__<env>__before-<issue>.json`) go to `<out>/returns_earlier.md` instead,
+shown in docs/notes/earlier-presets.md; the figures of docs/results.md are drawn from the same
+results by benchmarks/returns/figures.py.
 
     python benchmarks/returns/returns.py --algo ppo --envs CartPole-v1 Acrobot-v1 --num-seeds 8
     python benchmarks/returns/returns.py --algo sac --envs Pendulum-v1 --num-seeds 8 \\
@@ -43,6 +46,10 @@ RESULTS = harness.RESULTS / "returns"
 # as the last finished episode of each env averaged over envs and over the last interval:
 # the table marks them.
 TRAIN_STATISTIC = "episodes ended in the last iteration"
+# A result kept from a preset that has since changed is renamed `<algo>__<env>__before-<issue>`
+# (its JSON and its run directory): the returns table shows the current presets' rows, and
+# returns_earlier.md the earlier ones (docs/notes/earlier-presets.md).
+EARLIER = "__before-"
 
 # Published returns and the budget they were reached at: gymnax-blines' PPO checkpoints
 # (docs/design.md, "Reference returns"; their logs read at 3f029d6) for every algorithm on
@@ -337,52 +344,78 @@ def old_mark(record: dict) -> str:
     return "" if record.get("train_statistic") == TRAIN_STATISTIC else " (old)"
 
 
-def table(out: Path) -> str:
+def records(out: Path, earlier: bool = False) -> list[dict]:
+    """The JSON results in `out` by algorithm and env: the current presets' rows, or with
+    `earlier` those kept from a preset since changed (renamed `<algo>__<env>__before-<issue>`
+    when it changed, its run directory likewise)."""
+    paths = [p for p in sorted(out.glob("*__*.json")) if (EARLIER in p.stem) == earlier]
+    found = [json.loads(p.read_text()) for p in paths]
+    return sorted(found, key=lambda r: (r["algo"], r["env"]))
+
+
+def machine(record: dict) -> str:
+    """Where a row ran, in short: `2-core CPU`, `NVIDIA H100 80GB HBM3`."""
+    where = record.get("machine", "")
+    if "CPU cores" in where:
+        return f"{where.split()[0]}-core CPU"
+    return where.removeprefix("1 ").split(" (")[0]
+
+
+def wall(record: dict) -> str:
+    """The whole run's time and the machine it ran on: `14 min (2-core CPU)`."""
+    return f"{duration(record['run_s'])} ({machine(record)})"
+
+
+def published(r: dict) -> str:
+    """The reference cell of a row: the published number and its budget, or what stands in for
+    one (Craftax's score, the random policy's return, Knapsack's bounds)."""
+    value, budget, source = reference(r["algo"], r["env"])  # the current list
+    ref = f"{value:g} at {budget:,} ({source})" if value is not None else source
+    game = r["env"] if r["env"].startswith("craftax:") else f"craftax:{r['env']}"
+    if game in CRAFTAX_MAX:  # the score as Craftax's README gives it: of the training
+        # return (the sampled policy), which is what Craftax_Baselines reports; greedy play
+        # on Craftax can fall below random actions (docs/notes/issue-25-design.md). A
+        # preset's row names its game without the prefix.
+        score = 100 * r["final_train_return_mean"] / CRAFTAX_MAX[game]
+        ref = f"score {score:.1f}% of the maximum (final train return{old_mark(r)})"
+        if (r["algo"], game) in CRAFTAX_PUBLISHED:
+            score, at, whose = CRAFTAX_PUBLISHED[r["algo"], game]
+            ref += f"; published {score:g}% at {at:,} ({whose})"
+        if (random := random_return(game)) is not None:
+            ref += f"; random valid actions: {random:.2f} ({random / CRAFTAX_MAX[game]:.1%})"
+    if (r["algo"], r["env"]) in ALSO:
+        ref += f"; {ALSO[r['algo'], r['env']]}"
+    if r["env"] == "jumanji:Knapsack-v1" and KNAPSACK_BOUNDS.exists():
+        bounds = json.loads(KNAPSACK_BOUNDS.read_text())
+        ref += (
+            f"; no published agent return (Jumanji's are curves); optimum "
+            f"{bounds['optimum_mean']:.2f}, value-per-weight greedy {bounds['greedy_mean']:.2f}"
+            f" (benchmarks/returns/knapsack_bounds.py, {bounds['instances']:,} instances)"
+        )
+    return ref
+
+
+def table(out: Path, earlier: bool = False) -> str:
+    """The returns table of `out`'s JSON results: the current presets' rows, or the earlier."""
     from canter.common.run import cli  # each override as the flag that sets it
 
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("*__*.json"))]
     lines = [
         "| algorithm | env | flags | env steps | seeds | final eval return mean +- std "
-        "| IQM [95% CI] | final train return | wall time | published at env steps |",
+        "| IQM [95% CI] | final train return | wall time (machine) | published at env steps |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for r in sorted(records, key=lambda r: (r["algo"], r["env"])):
+    for r in records(out, earlier):
         low, high = r["iqm_ci95"]
-        published, budget, source = reference(r["algo"], r["env"])  # the current list
-        ref = f"{published:g} at {budget:,} ({source})" if published is not None else source
-        game = r["env"] if r["env"].startswith("craftax:") else f"craftax:{r['env']}"
-        if game in CRAFTAX_MAX:  # the score as Craftax's README gives it: of the training
-            # return (the sampled policy), which is what Craftax_Baselines reports; greedy play
-            # on Craftax can fall below random actions (docs/notes/issue-25-design.md). A
-            # preset's row names its game without the prefix.
-            score = 100 * r["final_train_return_mean"] / CRAFTAX_MAX[game]
-            ref = f"score {score:.1f}% of the maximum (final train return{old_mark(r)})"
-            if (r["algo"], game) in CRAFTAX_PUBLISHED:
-                score, at, whose = CRAFTAX_PUBLISHED[r["algo"], game]
-                ref += f"; published {score:g}% at {at:,} ({whose})"
-            if (random := random_return(game)) is not None:
-                ref += f"; random valid actions: {random:.2f} ({random / CRAFTAX_MAX[game]:.1%})"
-        if (r["algo"], r["env"]) in ALSO:
-            ref += f"; {ALSO[r['algo'], r['env']]}"
-        if r["env"] == "jumanji:Knapsack-v1" and KNAPSACK_BOUNDS.exists():
-            bounds = json.loads(KNAPSACK_BOUNDS.read_text())
-            ref += (
-                f"; no published agent return (Jumanji's are curves); optimum "
-                f"{bounds['optimum_mean']:.2f}, value-per-weight greedy {bounds['greedy_mean']:.2f}"
-                f" (benchmarks/returns/knapsack_bounds.py, {bounds['instances']:,} instances)"
-            )
         flags = [f"--preset {r['preset']}"] if r.get("preset") else []
         flags += [f"[{r['label']}]"] if r.get("label") else []
         flags += [cli.flag(k, v) for k, v in r["overrides"].items()]
         if r["env"].endswith("-MinAtar") and r.get("sticky_action_prob") is not None:
             flags.append(f"(sticky {r['sticky_action_prob']:g})")
-        gpu = "CPU" not in r.get("machine", "CPU")
-        where = f" ({r['machine'].removeprefix('1 ').split(' (')[0]})" if gpu else ""
         lines.append(
             f"| {r['algo']} | {r['env']} | {' '.join(flags) or 'defaults'} | {r['env_steps']:,} "
             f"| {r['num_seeds']} | {r['mean']:.1f} +- {r['std']:.1f} | {r['iqm']:.1f} "
             f"[{low:.1f}, {high:.1f}] | {r['final_train_return_mean']:.1f}{old_mark(r)} "
-            f"| {duration(r['run_s'])}{where} | {ref} |"
+            f"| {wall(r)} | {published(r)} |"
         )
     return "\n".join(lines)
 
@@ -436,6 +469,8 @@ def main() -> None:
             )
     text = table(args.out)
     harness.write(args.out / "returns.md", text + "\n")
+    if records(args.out, earlier=True):  # shown in docs/notes/earlier-presets.md
+        harness.write(args.out / "returns_earlier.md", table(args.out, earlier=True) + "\n")
     print(text)
 
 
