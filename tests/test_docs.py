@@ -81,3 +81,49 @@ def test_every_maintained_algorithm_has_a_section_with_its_flags_and_presets(rep
         config = importlib.import_module(f"canter.algorithms.{name}").Config
         flags = [line.split("`")[1] for line in table.splitlines()[2:]]
         assert flags == [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)]
+
+
+def test_the_pages_embed_every_figure_drawn_from_the_runs_it_shows(repo_root):
+    """benchmarks/returns/figures.py's figures: each PNG holds the digest of the data it plots
+    now and each table beside it the rows (`figures.stale` reads both without drawing), and the
+    pages embed exactly the figures it makes."""
+    from benchmarks.returns import figures
+
+    results = repo_root / "benchmarks" / "results"
+    wrong = figures.stale(results)
+    assert not wrong, f"{wrong}: run python benchmarks/returns/figures.py"
+    made = {p.relative_to(repo_root) for p in (results / "figures").glob("*.png")}
+    embedded = set()
+    for page in [repo_root / "README.md", *render_docs.docs(repo_root)]:
+        for target in re.findall(r"!\[[^]]*\]\(([^)\s]+)\)", prose(page)):
+            path = (page.parent / target).resolve().relative_to(repo_root)
+            if path.parent == Path("benchmarks", "results", "figures"):
+                embedded.add(path)
+    assert embedded == made, (sorted(made - embedded), sorted(embedded - made))
+
+
+def test_a_figure_drawn_from_other_runs_is_stale(tmp_path):
+    """The partner of the check above: a figure drawn from a run is in step with it, then stale
+    once a seed's return changes, and a figure no longer made is named too."""
+    import json
+
+    from benchmarks.returns import figures, returns
+
+    seed = tmp_path / "returns" / "runs" / "ppo__CartPole-v1" / "seed_0"
+    seed.mkdir(parents=True)
+    (seed.parent / "config.json").write_text(json.dumps({"env": "CartPole-v1", "num_eval_envs": 2}))
+    metrics = "env_steps,eval/episodic_return,train/episodic_return\n100,10.0,9.0\n200,20.0,19.0\n"
+    (seed / "metrics.csv").write_text(metrics)
+    record = dict(algo="ppo", env="CartPole-v1", num_seeds=1, env_steps=200, overrides={})
+    record |= dict(mean=20.0, std=0.0, final_train_return_mean=19.0, run_s=5.0)
+    record |= dict(train_statistic=returns.TRAIN_STATISTIC, machine="2 CPU cores (x86_64)")
+    (tmp_path / "returns" / "ppo__CartPole-v1.json").write_text(json.dumps(record))
+    assert "classic.png: missing" in figures.stale(tmp_path)
+    assert figures.main([], results=tmp_path) == 0
+    assert figures.stale(tmp_path) == []
+    row = (tmp_path / "figures" / "ppo.md").read_text().splitlines()[-1]
+    assert row.startswith("| CartPole-v1 | defaults | 200 | 1 | greedy, 2 episodes | 20.0 +- 0.0 |")
+    (seed / "metrics.csv").write_text(metrics.replace("20.0", "21.0"))
+    (tmp_path / "figures" / "old.png").write_bytes(b"")
+    stale = ["classic.png: drawn from other data", "ppo.png: drawn from other data"]
+    assert figures.stale(tmp_path) == [*stale, "old.png: no longer made"]
