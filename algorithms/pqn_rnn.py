@@ -38,6 +38,7 @@ from canter.algorithms import trainer
 from canter.common.blocks.clipping import clip_by_global_norm  # one sum off the CPU
 from canter.common.blocks.loops import scan
 from canter.common.blocks.masking import masked_argmax, masked_max, random_action
+from canter.common.blocks.normalization import RunningStats, normalize, update_stats
 from canter.common.config import (
     NonNegative,
     NonNegativeInt,
@@ -112,6 +113,9 @@ class Config:
     """Hidden layers under the cell, each Linear -> LayerNorm -> ReLU."""
     cell: Literal["gru", "lstm"] = "gru"
     """The recurrent cell (purejaxql: a GRU on gymnax, an LSTM on Craftax)."""
+    norm_obs: bool = False
+    """Standardise observations by running mean and variance, clipped to +-10, updated at each
+    rollout step (canter's stand-in for purejaxql's BatchRenorm on the input, NORM_INPUT)."""
 
     @property
     def batch_size(self) -> int:
@@ -187,10 +191,11 @@ def unroll(
 
 
 class Transition(eqx.Module):
-    """One rollout step of every env: `last_action` the action before `obs` (unread at a first
-    step), `final_max_q` the largest Q-value over the valid actions of the pre-reset final
-    observation, read with the memory after `obs` (used where the episode ended), `memory` the
-    memory that entered the step (a replayed sequence starts from its first step's)."""
+    """One rollout step of every env: `obs` as the network read it (standardised with
+    `norm_obs`), `last_action` the action before `obs` (unread at a first step), `final_max_q`
+    the largest Q-value over the valid actions of the pre-reset final observation, read with the
+    memory after `obs` (used where the episode ended), `memory` the memory that entered the step
+    (a replayed sequence starts from its first step's)."""
 
     obs: Float[Array, "num_envs ..."]
     first: Bool[Array, " num_envs"]
@@ -216,6 +221,7 @@ class TrainState(eqx.Module):
     last_action: Int[Array, " num_envs"]
     memory: tuple[Float[Array, "num_envs hidden"], ...]
     window: Transition
+    obs_stats: RunningStats  # unchanged without norm_obs
     env_steps: Int[Array, ""]
     key: PRNGKeyArray
 
@@ -399,19 +405,26 @@ def make_train(config: Config) -> trainer.Train:
         q_network = RecurrentQNetwork(int(obs_dim), num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, num_envs), env_params)
         first, last_action = jnp.ones(num_envs, bool), jnp.zeros(num_envs, int)
-        memory = initial_memory(num_envs)
-        carry = (q_network, env_state, obs, first, last_action, memory, jnp.array(0))
+        memory, stats = initial_memory(num_envs), RunningStats.create((int(obs_dim),))
+        carry = (q_network, env_state, obs, first, last_action, memory, stats, jnp.array(0))
         # The window before the first rollout: zeros, left out of the first update's loss.
         _, example = jax.eval_shape(rollout_step, carry, key)
         empty = jax.tree.map(lambda x: jnp.zeros((window,) + x.shape, x.dtype), example)
         state = (q_network, optimizer.init(q_network), env_state, obs, first, last_action)
-        return TrainState(*state, memory, empty, jnp.array(0), key)
+        return TrainState(*state, memory, empty, stats, jnp.array(0), key)
+
+    def norm(obs: Array, stats: RunningStats) -> Array:
+        flat = obs.reshape(obs.shape[0], -1)
+        return normalize(flat, stats).reshape(obs.shape) if config.norm_obs else obs
 
     def rollout_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, Transition]:
-        q_network, env_state, obs, first, last_action, memory, env_steps = carry
+        q_network, env_state, obs, first, last_action, memory, stats, env_steps = carry
         action_key, env_key = jax.random.split(key)
         epsilon = linear_epsilon(config, env_steps)
         mask = valid(env_state, env_params)  # masked actions are never taken
+        if config.norm_obs:  # the statistics include this step's observations
+            stats = update_stats(stats, obs.reshape(num_envs, -1))
+        obs = norm(obs, stats)
         next_memory, q_values = jax.vmap(q_network)(memory, obs, last_action, first)
         action = epsilon_greedy(action_key, q_values, epsilon, mask)
         env_keys = jax.random.split(env_key, num_envs)
@@ -420,11 +433,12 @@ def make_train(config: Config) -> trainer.Train:
         )
         # It only matters where the episode ended: its memory goes on.
         no_reset = jnp.zeros(num_envs, bool)
-        _, final_q = jax.vmap(q_network)(next_memory, info["final_observation"], action, no_reset)
+        final_obs = norm(info["final_observation"], stats)
+        _, final_q = jax.vmap(q_network)(next_memory, final_obs, action, no_reset)
         final_max_q = masked_max(final_q, info.get("final_action_mask"))  # over valid actions
         step = (obs, first, last_action, action, mask, reward, terminated, truncated)
         next_first = jnp.logical_or(terminated, truncated)
-        carry = (q_network, env_state, next_obs, next_first, action, next_memory)
+        carry = (q_network, env_state, next_obs, next_first, action, next_memory, stats)
         return carry + (env_steps + num_envs,), Transition(*step, final_max_q, memory)
 
     # One optimiser step per minibatch, `update_epochs` passes per rollout.
@@ -434,10 +448,9 @@ def make_train(config: Config) -> trainer.Train:
         key, rollout_key, update_key = jax.random.split(state.key, 3)
         carry = (state.q_network, state.env_state, state.obs, state.first, state.last_action)
         rollout_keys = jax.random.split(rollout_key, num_steps)
-        carry, traj = jax.lax.scan(
-            rollout_step, carry + (state.memory, state.env_steps), rollout_keys
-        )
-        _, env_state, obs, first, last_action, memory, env_steps = carry
+        carry += (state.memory, state.obs_stats, state.env_steps)
+        carry, traj = jax.lax.scan(rollout_step, carry, rollout_keys)
+        _, env_state, obs, first, last_action, memory, obs_stats, env_steps = carry
         # Each sequence: the window, then this rollout, replayed from the memory entering its
         # first step; the steps of the empty window before the first rollout weigh nothing.
         seq = jax.tree.map(lambda w, t: jnp.concatenate([w, t]), state.window, traj)
@@ -452,12 +465,13 @@ def make_train(config: Config) -> trainer.Train:
         )
         metrics = {**episodes, **jax.tree.map(jnp.mean, stats), **schedule}
         state = (q_network, opt_state, env_state, obs, first, last_action, memory, next_window)
-        return TrainState(*state, env_steps, key), metrics
+        return TrainState(*state, obs_stats, env_steps, key), metrics
 
     def act(state: TrainState, obs: Array, carry: tuple, mask: Array | None = None) -> tuple:
         """Greedy valid actions and the next carry (memory, last action, first step); each
         evaluation env plays one episode from `initial_carry`."""
         memory, last_action, first = carry
+        obs = norm(obs, state.obs_stats)
         memory, q_values = jax.vmap(state.q_network)(memory, obs, last_action, first)
         action = masked_argmax(q_values, mask)
         return action, (memory, action, jnp.zeros_like(first))

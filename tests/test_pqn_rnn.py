@@ -286,6 +286,25 @@ def test_vmapped_seed_equals_single_run_and_seeds_differ(traced):
 # --- command line and resume
 
 
+@pytest.mark.slow  # 10-20 s on 2 busy cores: a program compiled for this test alone
+def test_norm_obs_standardises_what_the_network_reads():
+    # One iteration of 16 steps x 4 envs: the statistics count each step's observations, and the
+    # replayed window holds the standardised ones (CartPole's velocities are no longer raw:
+    # within the clip and of unit scale). Without norm_obs the statistics stay untouched.
+    for norm_obs in (True, False):
+        train = pr.make_train(dataclasses.replace(TINY, norm_obs=norm_obs))
+        state = train.init(jax.random.key(0))
+        state, _ = jax.jit(train.step)(state, jnp.array(0))
+        stats, window = state.obs_stats, np.asarray(state.window.obs)
+        if norm_obs:
+            assert float(stats.count) == pytest.approx(1e-4 + 16 * 4)
+            assert np.abs(window).max() <= 10.0 and np.abs(window.mean(axis=(0, 1))).max() < 2.0
+            assert np.all(np.asarray(stats.var) > 0) and not np.allclose(stats.var, 1.0)
+        else:
+            assert float(stats.count) == pytest.approx(1e-4)
+            assert np.array_equal(stats.mean, np.zeros(4)) and np.array_equal(stats.var, np.ones(4))
+
+
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
 def test_cli_smoke_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
     # gymnax's Breakout-MinAtar: its 10 x 10 x 4 grids reach the network flattened
