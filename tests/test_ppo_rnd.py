@@ -41,10 +41,11 @@ TINY = pr.Config(
 
 
 @pytest.mark.parametrize("scale", [False, True], ids=["raw", "scaled"])
-def test_intrinsic_rewards_match_a_loop_that_never_resets(scale):
+def test_intrinsic_rewards_match_a_loop_that_never_resets(scale, traced):
     novelty = jax.random.uniform(jax.random.key(0), (6, 3))
     start = jnp.array([0.0, 1.0, -2.0])
-    rnd = pr.make_train(TINY).init(jax.random.key(0)).rnd
+    # Any RND record (seed 0's, trained): the two fields the function reads are replaced.
+    rnd = jax.tree.map(lambda x: x[0], traced[1][0].rnd)
     rnd = dataclasses.replace(rnd, int_return=start, int_return_stats=RunningStats.create(()))
     rewards, last, new_stats = pr.intrinsic_rewards(rnd, novelty, 0.9, scale)
     total, sums = np.array(start), []
@@ -77,9 +78,8 @@ def probe_config(env: str, **overrides) -> pr.Config:
     )
 
 
-def probe(env: str, key=None, **overrides):
-    key = jax.random.key(0) if key is None else key
-    return jax.jit(pr.make_train(probe_config(env, **overrides)))(key)[0]
+def probe(env: str, **overrides):
+    return jax.jit(pr.make_train(probe_config(env, **overrides)))(jax.random.key(0))[0]
 
 
 def novelty_at(state, observations):
@@ -98,10 +98,14 @@ def assert_probe_values(int_episodic: bool):
     # Small RND networks, and the first seed whose initialisation errs by more than 0.2 at the
     # observation (at 256 x 512 the error is about 0.003 there: too close to the critic's).
     overrides |= dict(rnd_hidden_size=4, rnd_output_size=2)
-    start = pr.make_train(probe_config("ProbeConstantOne", **overrides)).start
-    key = next(k for k in trainer.seed_keys(0, 20) if novelty_at(start(k)[0], [1.0])[0] > 0.2)
-    state = probe("ProbeConstantOne", key, **overrides)
-    c = float(novelty_at(state, [1.0])[0])  # the initialisation's: nothing trained the predictor
+    # Seeds 0-7 in one program (seeds 1, 2, 5, 6 and 7 qualify, 2026-12-07): each seed's
+    # novelty is its initialisation's, as nothing trains the predictor.
+    train = pr.make_train(probe_config("ProbeConstantOne", **overrides))
+    states = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 8))[0]
+    novelty = jax.vmap(lambda s: novelty_at(s, [1.0])[0])(states)
+    assert np.any(novelty > 0.2), novelty
+    state = jax.tree.map(lambda x: x[int(np.argmax(novelty > 0.2))], states)
+    c = float(novelty_at(state, [1.0])[0])
     extrinsic, intrinsic = values_at(state, 1.0)
     assert float(extrinsic) == pytest.approx(1.0, abs=0.05)
     expected, other = (c, 2 * c) if int_episodic else (2 * c, c)
@@ -133,12 +137,25 @@ def test_the_predictor_learns_what_it_sees_and_only_that():
 # --- invariants
 
 
+def with_start(train: trainer.Train):
+    """`train`'s run, returning its initial state too: the run starts from that state (init
+    computed once, where a second `start` in the program doubled its compile, 10 -> 19 s)."""
+
+    def run(key):
+        start, _ = train.start(key)
+        return start, dataclasses.replace(train, init=lambda _: start)(key)
+
+    return run
+
+
 @pytest.fixture(scope="module")
 def traced():
-    """A compiled vmapped run, its output for seeds 0-2 and the counts of traces so far."""
+    """A compiled vmapped run, its output for seeds 0-2, the counts of traces so far and the
+    initial states."""
     train, counts = counting(pr.make_train(TINY))
-    compiled = jax.jit(jax.vmap(train))
-    return compiled, compiled(trainer.seed_keys(0, 3)), counts
+    compiled = jax.jit(jax.vmap(with_start(train)))
+    starts, result = compiled(trainer.seed_keys(0, 3))
+    return lambda keys: compiled(keys)[1], result, counts, starts
 
 
 def test_every_state_leaf_is_an_array(traced):
@@ -151,16 +168,13 @@ def test_every_state_leaf_is_an_array(traced):
 
 
 def test_train_traces_once(traced):
-    compiled, _, counts = traced
+    compiled, _, counts, _ = traced
     compiled(trainer.seed_keys(5, 3))
     assert counts == {"step": 1, "act": 1}
 
 
 def test_the_target_stays_as_initialised_and_the_predictor_moves(traced):
-    state = jax.tree.map(lambda x: x[0], traced[1][0])
-    start = jax.tree.map(
-        lambda x: x[0], jax.vmap(pr.make_train(TINY).start)(trainer.seed_keys(0, 3))[0]
-    )
+    state, start = (jax.tree.map(lambda x: x[0], s) for s in (traced[1][0], traced[3]))
     assert_trees_close(state.rnd.target, start.rnd.target, rtol=0, atol=0)
     moved = state.rnd.predictor.layers[0].weight, start.rnd.predictor.layers[0].weight
     assert not np.allclose(*moved)
