@@ -45,29 +45,38 @@ jax.config.update("jax_compilation_cache_dir", _cache)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
-# The default and slow tiers compile at LLVM's optimisation level 1 (XLA's default is 3) and
-# without XLA:CPU's newer fusion emitters; the learning tiers, whose thresholds were measured on
-# what users run, keep XLA's defaults. Their programs are small and most of their cost was
-# compiling. Eight slow tests run together (2026-11-29, 2 cores, each pair back to back): 3 min
-# 41 s at level 1 against 4 min 28 s at level 3, every one as fast or faster (vmapped SAC's
-# setup 13 s instead of 30; a training-bound signal test 54 instead of 59); then 3 min 37 s
-# (398 CPU-s) with the fusion emitters off against 4 min 5 s (450 CPU-s) with them on (a tiny
-# PPO program compiled in 8.9 s instead of 10.2, PPO-RNN's in 9.8 instead of 13.5, while PPO's
-# CartPole training ran 1.8 times slower: the training-bound signal test took 72 s instead of
-# 59). Level 0 compiled as fast as 1 but ran 3-5 times slower. The results are the same
-# computation (no fast-math anywhere) but not always bit-equal to the defaults': a test compares
-# programs compiled the same way, or values known in closed form within a tolerance.
+# The slow tier compiles at LLVM's optimisation level 1 (XLA's default is 3) and without
+# XLA:CPU's newer fusion emitters, the default tier at level 0 and without them; the learning
+# tiers, whose thresholds were measured on what users run, keep XLA's defaults. Their programs
+# are small and most of their cost was compiling. Eight slow tests run together (2026-11-29, 2
+# cores, each pair back to back): 3 min 41 s at level 1 against 4 min 28 s at level 3, every one
+# as fast or faster (vmapped SAC's setup 13 s instead of 30; a training-bound signal test 54
+# instead of 59); then 3 min 37 s (398 CPU-s) with the fusion emitters off against 4 min 5 s
+# (450 CPU-s) with them on (a tiny PPO program compiled in 8.9 s instead of 10.2, PPO-RNN's in
+# 9.8 instead of 13.5, while PPO's CartPole training ran 1.8 times slower: the training-bound
+# signal test took 72 s instead of 59). Level 0 ran that training 3-5 times slower, but the
+# default tier's programs train for a few iterations: there level 0 compiles them in about half
+# the time (2026-12-07, jax 0.10.2, one core beside a benchmark: ppo_rnd's tiny vmapped run 11.0
+# -> 4.8 s, DQN's 1,500-iteration probe 1.7 -> 0.7 s while its run took 0.16 s instead of 0.07;
+# test_dqn, test_sac, test_ppo_continuous and test_pqn_rnn in one process 57 -> 39 s, and
+# test_probes, test_masking, test_run_management, test_robustness and test_eval_policy, the
+# default tier's longest training, 72 -> 49 s). The results are the same computation (no
+# fast-math anywhere) but not always bit-equal to the defaults': a test compares programs
+# compiled the same way, or values known in closed form within a tolerance.
 FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false"
+DEFAULT_TIER_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def pytest_configure(config):
     from jax._src import xla_bridge
 
     learning = re.search(r"(?<!not )\blearning(_extra)?\b", config.option.markexpr or "")
+    slow = re.search(r"(?<!not )\bslow\b", config.option.markexpr or "")
     if not learning and "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
         # Before JAX starts its backend, which reads XLA_FLAGS once; subprocesses inherit it.
         assert not xla_bridge.backends_are_initialized(), "JAX started before the tests' flags"
-        os.environ["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {FAST_COMPILE}"
+        flags = FAST_COMPILE if slow else DEFAULT_TIER_COMPILE
+        os.environ["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {flags}"
     # Imported here, after the flags: importing gymnax starts JAX's backend.
     from canter.common.envs import register_env
 
