@@ -21,6 +21,7 @@ from tests.checks import (
     assert_resume_equals_whole_run,
     cli_run,
     needs,
+    with_start,
 )
 from tests.test_invariants import assert_trees_close, counting
 
@@ -183,13 +184,20 @@ TINY = fast_td3.Config(
 
 
 @pytest.fixture(scope="module")
-def vmapped():
+def compiled():
+    """The vmapped run of TINY, compiled once (traced once, whatever the keys): seeds 0-2's
+    initial states and outputs."""
     train, counts = counting(fast_td3.make_train(TINY))
-    compiled = jax.jit(jax.vmap(train))
-    compiled(trainer.seed_keys(7, 3))
-    result = compiled(trainer.seed_keys(0, 3))
+    run = jax.jit(jax.vmap(with_start(train)))
+    run(trainer.seed_keys(7, 3))
+    starts, result = run(trainer.seed_keys(0, 3))
     assert counts == {"step": 1, "act": 1}  # traced once, whatever the keys
-    return result
+    return starts, result
+
+
+@pytest.fixture(scope="module")
+def vmapped(compiled):
+    return compiled[1]
 
 
 def test_every_leaf_is_an_array_and_metrics_have_their_shape(vmapped):
@@ -213,8 +221,8 @@ def test_updates_follow_the_schedule(vmapped):
     assert not np.allclose(state.agent.target_critic.nets.layers[0].weight[0], online)
 
 
-def test_replay_keeps_final_observations_and_per_episode_noise(vmapped):
-    state = vmapped[0]
+def test_replay_keeps_final_observations_and_per_episode_noise(compiled):
+    start, (state, _) = compiled
     data = jax.tree.map(lambda x: np.asarray(x[0, :60]), state.buffer.data)  # seed 0, rows written
     obs, next_obs = (np.round(3 * x[:, :, 0]) for x in (data.obs, data.next_obs))
     # Observations 0, 1/3, 2/3 lead to 1/3, 2/3 and the final 1.0, never to the reset 0.
@@ -226,7 +234,6 @@ def test_replay_keeps_final_observations_and_per_episode_noise(vmapped):
     noise_std = np.asarray(state.noise_std)
     assert np.all((TINY.std_min <= noise_std) & (noise_std <= TINY.std_max))
     # Every env ended episodes (a 3-step limit): each has redrawn the std it started with.
-    start = jax.vmap(fast_td3.make_train(TINY).start)(trainer.seed_keys(0, 3))[0]
     assert np.all(noise_std != np.asarray(start.noise_std))
     # The statistics counted every rollout observation (60 steps of 2 envs) and both halves of
     # each replayed batch (78 updates of 8), from gym's count of 1e-4.

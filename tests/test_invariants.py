@@ -56,9 +56,8 @@ def test_every_state_leaf_is_an_array(vmapped):
     assert_episodes_read_and_cleared(state, metrics)
     for leaf in jax.tree.leaves((state, metrics)):
         assert isinstance(leaf, jax.Array), type(leaf)
-    init_state = jax.jit(ppo.make_train(TINY).init)(jax.random.key(0))
-    for leaf in jax.tree.leaves(init_state):
-        assert isinstance(leaf, jax.Array), type(leaf)
+    # init's state, and each step's, are checked as they are traced in tests/test_house.py,
+    # for every house file: a compiled init's outputs are arrays whatever the state held.
 
 
 def test_metric_shapes(vmapped):

@@ -19,6 +19,7 @@ from tests.checks import (
     assert_refused_before_compiling,
     assert_resume_equals_whole_run,
     cli_run,
+    with_start,
 )
 from tests.test_invariants import assert_trees_close, counting
 
@@ -135,17 +136,6 @@ def test_the_predictor_learns_what_it_sees_and_only_that():
 
 
 # --- invariants
-
-
-def with_start(train: trainer.Train):
-    """`train`'s run, returning its initial state too: the run starts from that state (init
-    computed once, where a second `start` in the program doubled its compile, 10 -> 19 s)."""
-
-    def run(key):
-        start, _ = train.start(key)
-        return start, dataclasses.replace(train, init=lambda _: start)(key)
-
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -204,6 +204,9 @@ def test_the_empty_first_window_weighs_nothing():
         assert state.window.obs.shape[:2] == (window, 4)
     assert_trees_close(params[20][0], params[8][0])
     assert_trees_close(params[20][1], params[8][1])
+    # The second update moved the parameters: they are equal for the windows, not for want of
+    # training.
+    assert not np.allclose(params[8][1].cell.weight_hh, params[8][0].cell.weight_hh)
 
 
 # --- probes
