@@ -99,10 +99,11 @@ def assert_probe_values(int_episodic: bool):
     # Small RND networks, and the first seed whose initialisation errs by more than 0.2 at the
     # observation (at 256 x 512 the error is about 0.003 there: too close to the critic's).
     overrides |= dict(rnd_hidden_size=4, rnd_output_size=2)
-    # Seeds 0-7 in one program (seeds 1, 2, 5, 6 and 7 qualify, 2026-12-07): each seed's
-    # novelty is its initialisation's, as nothing trains the predictor.
+    # Seeds 0-3 in one program (seeds 1 and 2 qualify, 2026-12-07; of 0-19, 12): each seed's
+    # novelty is its initialisation's, as nothing trains the predictor. At level 0 (the
+    # default tier's) 4 seeds took 7.7 s, 8 seeds 8.5 s, one seed and the eager search 10.4 s.
     train = pr.make_train(probe_config("ProbeConstantOne", **overrides))
-    states = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 8))[0]
+    states = jax.jit(jax.vmap(train))(trainer.seed_keys(0, 4))[0]
     novelty = jax.vmap(lambda s: novelty_at(s, [1.0])[0])(states)
     assert np.any(novelty > 0.2), novelty
     state = jax.tree.map(lambda x: x[int(np.argmax(novelty > 0.2))], states)
