@@ -163,6 +163,42 @@ ESTIMATES = {  # node ids, or the start of one
     # 2026-12-03, one worker beside a Craftax returns row (2 busy cores)
     "test_jumanji.py::test_frontier_files_keep_to_knapsacks_masks[ppo_trxl]": 60,
     "test_jumanji.py::test_frontier_files_keep_to_knapsacks_masks[ppo_rnd]": 40,
+    # The default tier's tests of 4 s or more, setup included (a module fixture's compile counts
+    # to the first test that reads it): 2026-12-07, the whole tier at level 0 with both workers
+    # beside a benchmark that held a core (tests/README.md's per-file table)
+    "test_ppo_rnd.py::test_the_intrinsic_return_runs_on_across_episode_ends": 23,
+    "test_run_management.py::test_resume_equals_uninterrupted_run": 23,
+    "test_ppo_rnd.py::test_intrinsic_rewards_match_a_loop_that_never_resets[raw]": 18,
+    "test_invariants.py::test_every_state_leaf_is_an_array": 14,
+    "test_ppo_rnn.py::test_every_state_leaf_is_an_array": 11,
+    "test_ppo_continuous.py::test_every_state_leaf_is_an_array": 10,
+    "test_robustness.py::test_a_run_checkpoints_by_run_time": 10,
+    "test_robustness.py::test_stop_on_divergence_stops_at_the_first_and_checkpoints": 9,
+    "test_ppo_trxl.py::test_chunked_replay_reproduces_the_rollout[4]": 9,
+    "test_robustness.py::test_callbacks_see_every_interval_and_can_stop_the_run": 8,
+    "test_pqn_rnn.py::test_every_state_leaf_is_an_array": 8,
+    "test_fast_td3.py::test_every_leaf_is_an_array_and_metrics_have_their_shape": 8,
+    "test_pqn_rnn.py::test_the_empty_first_window_weighs_nothing": 7,
+    "test_envs.py::test_gymnaxs_plotting_modules_are_imported_only_when_used": 7,
+    "test_ppo_continuous.py::test_time_limit_bootstraps_and_rewards_scale_by_return_std": 7,
+    "test_sac.py::test_every_leaf_is_an_array_and_metrics_have_their_shape": 7,
+    "test_ppo_trxl.py::test_a_step_sees_its_episode_within_the_window_and_nothing_else": 7,
+    "test_masking.py::test_no_algorithm_takes_a_masked_action_though_it_pays_most[ppo]": 6,
+    "test_probes.py::test_action_dependent_reward": 6,
+    "test_pqn_rnn.py::test_the_window_replays_to_the_memory_the_rollout_ended_with": 6,
+    "test_robustness.py::test_a_callback_that_raises_leaves_the_checkpoints_written_so_far_wh": 5,
+    "test_pqn.py::test_every_leaf_is_an_array_and_metrics_have_their_shape": 5,
+    "test_td3.py::test_every_leaf_is_an_array_and_metrics_have_their_shape": 5,
+    "test_masking.py::test_without_the_mask_ppo_learns_the_forbidden_action": 5,
+    "test_envs.py::test_help_names_every_env_family": 5,
+    "test_pqn_rnn.py::test_sequence_loss_matches_a_loop[no mask]": 4,
+    "test_eval_policy.py::test_a_discrete_sampled_policy_draws_from_the_softmax_greedy_takes_": 4,
+    "test_dqn.py::test_every_leaf_is_an_array_and_metrics_have_their_shape": 4,
+    "test_eval_policy.py::test_a_sampled_evaluation_plays_like_a_random_policy_before_trainin": 4,
+    "test_config.py::test_cli_refuses_out_of_range_before_compiling": 4,
+    "test_envs.py::test_importing_canter_leaves_jax_untouched": 4,
+    "test_pqn.py::test_probe_time_limit_is_not_a_termination": 4,
+    "test_robustness.py::test_a_discarded_interval_that_fails_loses_nothing": 4,
 }
 
 
