@@ -934,3 +934,45 @@ def test_the_frontier_measurement_counts_every_seeds_env_steps(monkeypatch):
     assert config.total_timesteps == config.eval_every == 3 * 256 * 16
     assert record["num_seeds"] == 2 and record["final_returns"] == [1.0, 1.0]
     assert record["steps_per_s"] == 2 * 3 * 256 * 16 / 8.0
+
+
+def test_search_table_reads_each_sweep_point_against_the_preset(tmp_path, monkeypatch):
+    """A pqn_rnn search of two sweep points x two seeds, one finished and one still going, beside
+    the preset's own run: each point names only the fields it changes, its seeds' final training
+    statistic and its share of Craftax's maximum."""
+    from benchmarks.returns import search_table
+
+    def seed(path, rows):
+        path.mkdir(parents=True)
+        lines = ["interval,env_steps,eval/episodic_return,train/episodic_return"]
+        lines += [f"{i + 1},{steps},{ev},{tr}" for i, (steps, ev, tr) in enumerate(rows)]
+        (path / "metrics.csv").write_text("\n".join(lines) + "\n")
+
+    from canter.algorithms import pqn_rnn
+
+    preset = pqn_rnn.PRESETS["Craftax-Symbolic-v1"]
+    record = {"algo": "pqn_rnn", **preset, "end_e": 0.01, "num_seeds": 2}
+    record["sweep"] = {"exploration_fraction": [0.3, 0.5]}
+    run = tmp_path / "search" / "pqn_rnn__Craftax-Symbolic-v1__x"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(record))
+    (run / "summary.json").write_text(json.dumps({"run_s": 600.0, "complete": True}))
+    for p, values in enumerate([(2.0, 4.0), (1.0, 3.0)]):
+        for s, value in enumerate(values):
+            seed(run / f"point_{p}" / f"seed_{s}", [(500, 0.0, 1.0), (1000, 1.5, value)])
+    base = tmp_path / "returns" / "runs" / "pqn_rnn__Craftax-Symbolic-v1" / "seeds_0-1"
+    for s in range(2):
+        seed(base / f"seed_{s}", [(1000, 0.5, 2.26)])
+    (base / "summary.json").write_text(json.dumps({"complete": False}))
+    monkeypatch.setattr(search_table, "SEARCH", tmp_path / "search")
+    monkeypatch.setattr(search_table.harness, "RESULTS", tmp_path)
+    rows = search_table.table().splitlines()[2:]
+    assert rows[0].startswith("| pqn_rnn | Craftax-Symbolic-v1 | the preset (returns table) | 2 ")
+    assert "2.26 (1.00%) (at 1,000 env steps: running)" in rows[0]
+    assert (
+        "| end_e 0.01, exploration_fraction 0.3 | 2 | 2.00, 4.00 | 3.00 (1.33%) | 1.50 |" in rows[1]
+    )
+    assert (
+        "| end_e 0.01, exploration_fraction 0.5 | 2 | 1.00, 3.00 | 2.00 (0.88%) | 1.50 |" in rows[2]
+    )
+    assert rows[1].endswith("| 10 min (" + search_table.HERE + ") |") and len(rows) == 3
