@@ -85,7 +85,7 @@ def test_the_cli_says_how_many_evaluations_and_how_often(repo_root, tmp_path):
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    line = "4 evaluation(s), every 512 env steps of 2,048 (eval_every 1,000 in whole iterations"
+    line = "4 evaluations, every 512 env steps of 2,048 (eval_every 1,000 in whole iterations"
     assert line in done.stdout, done.stdout
     rows = (tmp_path / "run" / "seed_0" / "metrics.csv").read_text().splitlines()[1:]
     assert [int(row.split(",")[1]) for row in rows] == [512, 1024, 1536, 2048]

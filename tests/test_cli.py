@@ -130,7 +130,7 @@ def test_dry_run_checks_every_sweep_point_and_writes_nothing(
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "ppo on CartPole-v1: 2 seeds, 2 sweep points"
-    assert lines[1].startswith("2 evaluation(s), every 1,024 env steps of 2,048")
+    assert lines[1].startswith("2 evaluations, every 1,024 env steps of 2,048")
     assert lines[-1] == "dry run: checked; nothing compiled or written"
     assert list(tmp_path.iterdir()) == []  # no runs/ directory
     # A swept value that a point's Config refuses is refused as the run would refuse it.

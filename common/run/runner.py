@@ -460,7 +460,8 @@ def _stop_reason(
 def _evaluations_line(config: Any, train: Any) -> str:
     """How many evaluations the run makes and how often, in env steps per seed."""
     total = train.num_iterations * train.env_steps_per_iteration
-    line = f"{train.num_intervals} evaluation(s), every {train.eval_every:,} env steps of {total:,}"
+    count = f"{train.num_intervals} evaluation" + ("s" if train.num_intervals != 1 else "")
+    line = f"{count}, every {train.eval_every:,} env steps of {total:,}"
     asked, per = config.eval_every, train.env_steps_per_iteration
     if asked >= total and train.num_intervals == 1:
         line += f" (eval_every {asked:,} covers the run: one evaluation, at its end)"
