@@ -259,16 +259,6 @@ def q_lambda_returns(
     return returns
 
 
-def td_loss(
-    q_taken: Float[Array, "length envs"],
-    target: Float[Array, "length envs"],
-    weight: Bool[Array, "length envs"],
-) -> Float[Array, ""]:
-    """Half mean squared error between Q(s, a) and its lambda-return (purejaxql), over the
-    steps of nonzero `weight`."""
-    return 0.5 * jnp.sum(weight * (q_taken - target) ** 2) / jnp.maximum(weight.sum(), 1)
-
-
 def sequence_loss(
     q_network: RecurrentQNetwork, mb: dict, config: Config
 ) -> tuple[Float[Array, ""], dict[str, Array]]:
@@ -287,7 +277,9 @@ def sequence_loss(
         rewards, next_values, seq.terminated[:-1], seq.truncated[:-1], config.gamma, config.q_lambda
     )
     q_taken = jnp.take_along_axis(q_values[:-1], seq.action[:-1, :, None], axis=-1)[..., 0]
-    loss = td_loss(q_taken, targets, weight[:-1])
+    # Half the mean squared error to the lambda-returns (purejaxql), over the weighted steps.
+    counted = weight[:-1]
+    loss = 0.5 * jnp.sum(counted * (q_taken - targets) ** 2) / jnp.maximum(counted.sum(), 1)
     return loss, dict(td_loss=loss, q_values=jnp.mean(q_taken))
 
 
@@ -385,7 +377,7 @@ def make_train(config: Config) -> trainer.Train:
         algorithm="pqn_rnn.py",
         sticky_action_prob=config.sticky_action_prob,
     )
-    obs_dim = math.prod(env.observation_space(env_params).shape)
+    obs_shape = env.observation_space(env_params).shape
     num_actions = int(env.action_space(env_params).n)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step, valid = vector_step(env), vector_mask(env)
@@ -402,10 +394,10 @@ def make_train(config: Config) -> trainer.Train:
 
     def init(key: PRNGKeyArray) -> TrainState:
         model_key, env_key, key = jax.random.split(key, 3)
-        q_network = RecurrentQNetwork(int(obs_dim), num_actions, config, model_key)
+        q_network = RecurrentQNetwork(math.prod(obs_shape), num_actions, config, model_key)
         obs, env_state = reset(jax.random.split(env_key, num_envs), env_params)
         first, last_action = jnp.ones(num_envs, bool), jnp.zeros(num_envs, int)
-        memory, stats = initial_memory(num_envs), RunningStats.create((int(obs_dim),))
+        memory, stats = initial_memory(num_envs), RunningStats.create(obs_shape)
         carry = (q_network, env_state, obs, first, last_action, memory, stats, jnp.array(0))
         # The window before the first rollout: zeros, left out of the first update's loss.
         _, example = jax.eval_shape(rollout_step, carry, key)
@@ -414,27 +406,23 @@ def make_train(config: Config) -> trainer.Train:
         return TrainState(*state, memory, empty, stats, jnp.array(0), key)
 
     def norm(obs: Array, stats: RunningStats) -> Array:
-        flat = obs.reshape(obs.shape[0], -1)
-        return normalize(flat, stats).reshape(obs.shape) if config.norm_obs else obs
+        return normalize(obs, stats) if config.norm_obs else obs
 
     def rollout_step(carry: tuple, key: PRNGKeyArray) -> tuple[tuple, Transition]:
         q_network, env_state, obs, first, last_action, memory, stats, env_steps = carry
         action_key, env_key = jax.random.split(key)
-        epsilon = linear_epsilon(config, env_steps)
         mask = valid(env_state, env_params)  # masked actions are never taken
-        if config.norm_obs:  # the statistics include this step's observations
-            stats = update_stats(stats, obs.reshape(num_envs, -1))
+        stats = update_stats(stats, obs) if config.norm_obs else stats  # this step included
         obs = norm(obs, stats)
         next_memory, q_values = jax.vmap(q_network)(memory, obs, last_action, first)
-        action = epsilon_greedy(action_key, q_values, epsilon, mask)
+        action = epsilon_greedy(action_key, q_values, linear_epsilon(config, env_steps), mask)
         env_keys = jax.random.split(env_key, num_envs)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
             env_keys, env_state, action, env_params
         )
-        # It only matters where the episode ended: its memory goes on.
-        no_reset = jnp.zeros(num_envs, bool)
+        # It only matters where the episode ended: its memory goes on (no reset).
         final_obs = norm(info["final_observation"], stats)
-        _, final_q = jax.vmap(q_network)(next_memory, final_obs, action, no_reset)
+        _, final_q = jax.vmap(q_network)(next_memory, final_obs, action, jnp.zeros_like(first))
         final_max_q = masked_max(final_q, info.get("final_action_mask"))  # over valid actions
         step = (obs, first, last_action, action, mask, reward, terminated, truncated)
         next_first = jnp.logical_or(terminated, truncated)
@@ -460,9 +448,8 @@ def make_train(config: Config) -> trainer.Train:
         q_network, opt_state, stats = update(state.q_network, state.opt_state, batch, update_key)
         next_window = jax.tree.map(lambda x: x[num_steps:], seq)  # the last `window` steps
         episodes, env_state = ended_episodes(env_state)
-        schedule = dict(
-            epsilon=linear_epsilon(config, env_steps), env_steps=env_steps.astype(float)
-        )
+        epsilon = linear_epsilon(config, env_steps)  # where the next rollout starts
+        schedule = dict(epsilon=epsilon, env_steps=env_steps.astype(float))
         metrics = {**episodes, **jax.tree.map(jnp.mean, stats), **schedule}
         state = (q_network, opt_state, env_state, obs, first, last_action, memory, next_window)
         return TrainState(*state, obs_stats, env_steps, key), metrics
