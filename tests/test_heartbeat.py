@@ -106,3 +106,16 @@ def test_a_long_interval_prints_heartbeat_lines_and_changes_no_number(repo_root,
     )
     assert "computing for" not in outs[""][0]  # the default period: none in a short run
     assert outs["0.2"][1] == outs[""][1]  # metrics.csv byte for byte
+
+
+def test_the_period_is_a_positive_number_or_the_default(monkeypatch):
+    from canter.common.run import heartbeat
+
+    for value, period in (
+        ("0.2", 0.2),
+        ("", heartbeat.HEARTBEAT_S),
+        ("soon", heartbeat.HEARTBEAT_S),
+        ("-1", heartbeat.HEARTBEAT_S),
+    ):
+        monkeypatch.setenv("CANTER_HEARTBEAT_S", value)
+        assert heartbeat.heartbeat_s() == period, value

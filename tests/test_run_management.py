@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from canter.algorithms import ppo, trainer
+from canter.algorithms import evaluate, ppo, trainer
 from canter.common.config import ConfigError
 from canter.common.run import checkpoint
 from canter.common.run.batch import parse_sweep
@@ -416,7 +416,9 @@ def test_train_longer_refusal_names_each_cause_that_holds_and_the_two_ways_on():
 
 
 @pytest.mark.slow  # three short runs train: about 30 s on 2 cores
-def test_extend_continues_a_cut_annealed_run_on_the_new_budgets_schedule(tmp_path):
+def test_extend_continues_a_cut_annealed_run_on_the_new_budgets_schedule(
+    tmp_path, monkeypatch, capsys
+):
     cut = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 9)  # 9 iterations: the 5th cut
     longer = dataclasses.replace(SMALL, total_timesteps=4 * 16 * 12)  # 6 whole intervals of 2
     run_dir = tmp_path / "run"
@@ -453,6 +455,10 @@ def test_extend_continues_a_cut_annealed_run_on_the_new_budgets_schedule(tmp_pat
     assert float(ppo.learning_rate_schedule(cut)(updates)) == 0.0
     expected = SMALL.learning_rate * 3 / 12
     assert float(ppo.learning_rate_schedule(longer)(updates)) == pytest.approx(expected)
+    # config.json's record of the extension is read back by the CLI's --resume and evaluate.py.
+    code, out, err = cli_in_process("ppo", monkeypatch, capsys, "--resume", str(run_dir))
+    assert code == 0 and f"{run_dir} is finished (6/6 intervals)" in out, err
+    assert len(evaluate.main(run_dir, episodes=2)["returns"]) == 2
 
 
 def abandoned_run(path: Path) -> Path:

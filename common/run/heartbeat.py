@@ -31,8 +31,13 @@ HEARTBEAT_S = 30.0
 
 
 def heartbeat_s() -> float:
-    """Seconds between heartbeat lines: $CANTER_HEARTBEAT_S, else `HEARTBEAT_S`."""
-    return float(os.environ.get("CANTER_HEARTBEAT_S") or HEARTBEAT_S)
+    """Seconds between heartbeat lines: $CANTER_HEARTBEAT_S where it is a positive number,
+    else `HEARTBEAT_S`."""
+    try:
+        period = float(os.environ.get("CANTER_HEARTBEAT_S") or HEARTBEAT_S)
+    except ValueError:
+        return HEARTBEAT_S
+    return period if period > 0 else HEARTBEAT_S
 
 
 @contextlib.contextmanager

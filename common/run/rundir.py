@@ -316,8 +316,8 @@ class RunDir:
         saved = self.read_config()
         _check_format(self.path, saved)  # an older format's checkpoint has another state
         saved_algo, sweep = saved.pop("algo", None), saved.pop("sweep", {})
-        saved.pop("format", None)
-        saved.pop("source", None)
+        for written in ("format", "source", "extended"):  # what the runner adds to the record
+            saved.pop(written, None)
         if algo is not None and saved_algo != algo:
             raise ConfigError(f"Cannot use {self.path} with {algo}.py: it is a {saved_algo} run.")
         fields = {f.name: f for f in dataclasses.fields(config_cls)}
