@@ -519,8 +519,9 @@ CRAFTAX_1E9 = dict(
 # 1M runs), the 1e9 configuration's everything else, so that both rows run the same budget.
 # Against docs/results.md's rule for such presets, its epsilon schedule (1 -> 0.005 over the
 # first 10%) is the 1e9 one; the search that tests it (results.md, "Presets chosen by
-# measurement at 1M") has found no point at ppo_rnn's 2.10% yet (best: 30% to 0.01, 1.30%, 2
-# seeds), so this preset is kept for comparison, not recommended at 1M.
+# measurement at 1M") has found no point at ppo_rnn's 2.10% yet (best: --norm-obs, 1.92% on 2
+# seeds; the schedule 30% to 0.01, 1.30%), so this preset is kept for comparison, not
+# recommended at 1M.
 CRAFTAX_1M = dict(
     CRAFTAX,
     total_timesteps=1_000_000,
