@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from canter.algorithms import evaluate, ppo, trainer
 from canter.common.config import ConfigError
-from canter.common.run import checkpoint
+from canter.common.run import checkpoint, memory
 from canter.common.run.batch import parse_sweep
 
 from tests.checks import cli_in_process, two_processes
@@ -126,21 +126,34 @@ def test_resume_with_a_different_config_names_the_field(uninterrupted):
 
 
 @pytest.mark.slow  # 30-45 s on 2 busy cores: compiles and runs
-def test_sweep_compiles_once_and_each_point_equals_a_plain_run():
-    traces = []
+def test_sweep_compiles_once_and_each_point_equals_a_plain_run(monkeypatch):
+    traces = []  # who traced the step: the memory estimate (one seed) or the run's program
+    tracer = ["run"]
+    estimate = memory.estimate
+
+    def marked_estimate(train):
+        tracer[0] = "estimate"
+        try:
+            return estimate(train)
+        finally:
+            tracer[0] = "run"
+
+    monkeypatch.setattr(memory, "estimate", marked_estimate)
 
     def counting_make_train(config):
         train = ppo.make_train(config)
 
         def step(state, iteration):
-            traces.append(1)
+            traces.append(tracer[0])
             return train.step(state, iteration)
 
         return dataclasses.replace(train, step=step)
 
     sweep = {"learning_rate": [1e-3, 3e-3], "ent_coef": [0.0, 0.05]}
     result = trainer.run(SMALL, counting_make_train, algo="ppo", sweep=sweep, verbose=False)
-    assert len(traces) == 1  # one program for the whole grid
+    # One program for the whole grid; before it, the memory check traced one seed's interval
+    # once (run/memory.py), not once a point.
+    assert traces == ["estimate", "run"]
     assert result.metrics["eval"]["episodic_return"].shape == (4, 2, 5)
     assert [p["learning_rate"] for p in result.summary["points"]] == [1e-3, 1e-3, 3e-3, 3e-3]
     plain = run(dataclasses.replace(SMALL, learning_rate=3e-3, ent_coef=0.05))
@@ -201,7 +214,7 @@ jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.config.update("jax_num_cpu_devices", 1)  # one device per process
 jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
 import tests.test_run_management as t  # imports gymnax: after initialize
-from canter.common.run import checkpoint
+from canter.common.run import checkpoint, memory
 assert jax.process_count() == 2 and jax.device_count() == 2, jax.devices()
 # Process 1 late, as on a loaded host: process 0 reaches the run first and waits for it before
 # claiming the directory. The delay is the scenario, not a synchronisation: the outcome is the
