@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import optax
 from canter.algorithms import trainer
 from canter.common.blocks.buffer import ReplayBuffer
+from canter.common.blocks.distributional import categorical_projection
 from canter.common.blocks.normalization import RunningStats, update_stats
 from canter.common.config import (
     ConfigError,
@@ -248,30 +249,6 @@ def n_step_target(
     return summed, jnp.where(ends, 0.0, gamma ** alive.sum(axis=1)), final
 
 
-def project_distribution(
-    probs: Float[Array, "batch num_atoms"],
-    target: Float[Array, " batch"],
-    discount: Float[Array, " batch"],
-    support: Float[Array, " num_atoms"],
-) -> Float[Array, "batch num_atoms"]:
-    """C51's projection of the distribution of `target + discount * Z` (Z on `support` with
-    `probs`) back onto the support: each atom's image, clipped to the support, splits its
-    probability between the two atoms around it by distance (all of it to an atom it lands on,
-    FastTD3's fix #30). `discount` is 0 where the target does not bootstrap."""
-    num_atoms, v_min, v_max = support.shape[0], support[0], support[-1]
-    delta = (v_max - v_min) / (num_atoms - 1)
-    image = jnp.clip(target[:, None] + discount[:, None] * support, v_min, v_max)
-    position = (image - v_min) / delta
-    lower = jnp.clip(jnp.floor(position), 0, num_atoms - 2).astype(jnp.int32)
-    upper_weight = position - lower  # in [0, 1]: 1 only at the top atom
-
-    def one(p: Array, low: Array, up: Array) -> Array:
-        mass = jnp.zeros(num_atoms).at[low].add(p * (1.0 - up))
-        return mass.at[low + 1].add(p * up)
-
-    return jax.vmap(one)(probs, lower, upper_weight)
-
-
 def critic_loss(
     critic: TwinCritic,
     obs: Float[Array, "batch obs_dim"],
@@ -296,7 +273,7 @@ def distributional_target(
 ) -> Float[Array, "batch 2 num_atoms"]:
     """Each target critic's next distribution projected through the n-step return; with
     clipped double Q both critics learn, per sample, the projection of lower expected value."""
-    project = lambda p: project_distribution(p, target, discount, support)  # noqa: E731
+    project = lambda p: categorical_projection(p, target, discount, support)  # noqa: E731
     targets = jax.vmap(project, in_axes=1, out_axes=1)(next_probs)
     if not use_cdq:
         return targets

@@ -30,42 +30,6 @@ NEEDS_PLAYGROUND = needs("mujoco_playground", "playground")
 # --- math against slow references
 
 
-def fasttd3_projection(probs, target, discount, support):
-    """FastTD3's projection after its fix #30 (fast_td3.py, `projection`), atom by atom."""
-    num_atoms = len(support)
-    v_min, v_max = support[0], support[-1]
-    delta = (v_max - v_min) / (num_atoms - 1)
-    out = np.zeros_like(probs)
-    for b in range(len(probs)):
-        for j in range(num_atoms):
-            image = min(max(target[b] + discount[b] * support[j], v_min), v_max)
-            position = (image - v_min) / delta
-            low, up = math.floor(position), math.ceil(position)
-            if low == up:  # on an atom: FastTD3 moves one end so that up - low = 1
-                if low > 0:
-                    low -= 1
-                else:
-                    up += 1
-            out[b, low] += probs[b, j] * (up - position)
-            out[b, up] += probs[b, j] * (position - low)
-    return out
-
-
-def test_projection_matches_fasttd3s_fixed_scatter():
-    rng = np.random.default_rng(0)
-    support = np.linspace(-10.0, 10.0, 11)
-    probs = rng.dirichlet(np.ones(11), size=6)
-    # A target that lands on atoms exactly (0 + 0), one past each end, and generic ones.
-    target = np.array([0.0, 30.0, -30.0, 1.3, -4.7, 2.0])
-    discount = np.array([0.0, 0.9, 0.9, 0.97, 0.5, 1.0])
-    got = fast_td3.project_distribution(*map(jnp.asarray, (probs, target, discount, support)))
-    expected = fasttd3_projection(probs, target, discount, support)
-    np.testing.assert_allclose(got, expected, atol=1e-6)
-    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-6)  # mass kept
-    assert got[0, 5] == pytest.approx(1.0)  # a terminal target of 0: all mass on the 0 atom
-    assert got[1, -1] == pytest.approx(1.0) and got[2, 0] == pytest.approx(1.0)  # clipped
-
-
 def n_step_reference(reward, terminated, truncated, next_obs, gamma):
     """FastTD3's n-step window (fast_td3_utils.py): rewards up to and including the first end,
     gamma ** steps on the bootstrap, none after a termination; a loop over each sample."""
