@@ -29,9 +29,9 @@ def counting(train: trainer.Train) -> tuple[trainer.Train, dict[str, int]]:
         counts["step"] += 1
         return train.step(state, iteration)
 
-    def act(*args):
+    def act(*args, **kwargs):  # `mask=` on an env with action masks
         counts["act"] += 1
-        return train.act(*args)
+        return train.act(*args, **kwargs)
 
     return dataclasses.replace(train, step=step, act=act), counts
 
