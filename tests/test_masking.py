@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from canter.algorithms import dqn, ppo, ppo_rnd, ppo_rnn, ppo_trxl, pqn, pqn_rnn
+from canter.algorithms import c51, dqn, ppo, ppo_rnd, ppo_rnn, ppo_trxl, pqn, pqn_rnn, qr_dqn
 from canter.common.blocks import masking
 from canter.common.envs import make_env, vector_mask
 from canter.common.run.evaluation import run_episodes
@@ -159,6 +159,40 @@ PROBE_CONFIGS = {
         eval_every=4 * 200,
         hidden_sizes=(32,),
     ),
+    "c51": c51.Config(
+        env="ProbeMasked",
+        total_timesteps=4 * 600,
+        num_envs=4,
+        train_frequency=4,
+        buffer_size=1000,
+        batch_size=64,
+        learning_starts=200,
+        learning_rate=1e-3,
+        target_network_frequency=100,
+        end_e=0.05,
+        exploration_steps=1200,
+        eval_every=4 * 200,
+        num_atoms=11,
+        v_min=-2.0,
+        v_max=2.0,
+        hidden_sizes=(32,),
+    ),
+    "qr_dqn": qr_dqn.Config(
+        env="ProbeMasked",
+        total_timesteps=4 * 600,
+        num_envs=4,
+        train_frequency=4,
+        gradient_steps=1,
+        buffer_size=1000,
+        batch_size=64,
+        learning_starts=200,
+        learning_rate=1e-3,
+        target_network_frequency=100,
+        end_e=0.05,
+        exploration_steps=1200,
+        eval_every=4 * 200,
+        hidden_sizes=(32,),
+    ),
     "pqn": pqn.Config(
         env="ProbeMasked",
         total_timesteps=16 * 8 * 30,
@@ -189,12 +223,12 @@ PROBE_CONFIGS = {
     ),
 }
 MODULES = {"ppo": ppo, "ppo_rnd": ppo_rnd, "ppo_rnn": ppo_rnn, "dqn": dqn, "pqn": pqn}
-MODULES |= {"pqn_rnn": pqn_rnn, "ppo_trxl": ppo_trxl}
+MODULES |= {"pqn_rnn": pqn_rnn, "ppo_trxl": ppo_trxl, "c51": c51, "qr_dqn": qr_dqn}
 
 
-# ppo and dqn in the default tier; the RND, recurrent and PQN programs (7-15 s each) in the slow
-# one.
-SLOW_ALGOS = {"ppo_rnd", "ppo_rnn", "ppo_trxl", "pqn", "pqn_rnn"}
+# ppo and dqn in the default tier; the RND, recurrent, PQN and distributional programs (7-15 s
+# each) in the slow one.
+SLOW_ALGOS = {"ppo_rnd", "ppo_rnn", "ppo_trxl", "pqn", "pqn_rnn", "c51", "qr_dqn"}
 
 
 @pytest.mark.parametrize(
@@ -216,7 +250,7 @@ def test_no_algorithm_takes_a_masked_action_though_it_pays_most(algo):
     # The last interval's training return, seeds 0-2 (2026-11-29): dqn 0.97-0.98, ppo 1.0,
     # ppo_rnn 0.99-1.0, pqn 0.88-0.91 (its epsilon-greedy exploration stays on).
     assert train_returns[-1] >= 0.8, train_returns
-    if algo == "dqn":
+    if algo in ("dqn", "c51", "qr_dqn"):
         stored = np.asarray(state.buffer.data.action)[: int(state.buffer.size)]
         assert stored.size > 0 and not np.any(stored == 2)
         assert np.asarray(state.buffer.data.next_mask).shape[-1] == 3

@@ -88,6 +88,16 @@ CLEANRL = {
     ("ppo_atari", "BreakoutNoFrameskip-v4"): (416.31, 10_000_000, "BreakoutNoFrameskip-v4"),
     ("ppo_atari", "PongNoFrameskip-v4"): (20.59, 10_000_000, "PongNoFrameskip-v4"),
 }
+# The classic-control numbers the new discrete files' own references publish, preferred to
+# gymnax-blines' PPO for them: CleanRL's c51.py (docs/rl-algorithms/c51.md, training episodic
+# return, 3 seeds, the defaults' 5e5 steps) and rl-baselines3-zoo's QR-DQN (benchmark.md at
+# 22e3ff2: one trained agent's greedy evaluation at its tuned budget).
+OWN_CLASSIC = {
+    ("c51", "CartPole-v1"): (481.20, 500_000, "CleanRL c51.py, training return"),
+    ("c51", "Acrobot-v1"): (-87.70, 500_000, "CleanRL c51.py, training return"),
+    ("qr_dqn", "CartPole-v1"): (500.0, 50_000, "rl-baselines3-zoo QR-DQN, 1 agent, greedy"),
+    ("qr_dqn", "Acrobot-v1"): (-69.14, 100_000, "rl-baselines3-zoo QR-DQN, 1 agent, greedy"),
+}
 # Craftax: the README's score is the return as a percentage of the maximum (226 points in
 # Craftax, 22 in Classic: one per achievement, weighted); its table at 1e6 env steps,
 # Craftax-Symbolic: PPO 2.2%, PPO-RNN 2.3%, RND 2.2% (Craftax_Baselines' settings).
@@ -145,6 +155,8 @@ ALSO = {
 
 def reference(algo: str, env: str) -> tuple[float | None, int | None, str]:
     """(published return, its env steps, whose) for `algo` on `env`, or Nones and a remark."""
+    if (algo, env) in OWN_CLASSIC:
+        return OWN_CLASSIC[algo, env]
     if env in GYMNAX_BLINES:
         return GYMNAX_BLINES[env]
     if (algo, env.removeprefix("gymnasium:")) in CLEANRL:
