@@ -118,6 +118,17 @@ def test_seeds_in_turn_give_the_returns_of_seeds_together(tmp_path, monkeypatch)
     )
     assert (runs / "seeds_1-1" / "kept").exists()
     assert again["final_eval_returns"] == apart["final_eval_returns"]
+    # A finished part of another config is never read into the row.
+    with pytest.raises(SystemExit, match="another config .*gamma: saved 0.99, now 0.9"):
+        returns.run_one(
+            "ppo",
+            "CartPole-v1",
+            2,
+            {**overrides, "gamma": 0.9},
+            tmp_path,
+            resume=True,
+            seeds_per_program=1,
+        )
 
 
 @pytest.mark.slow  # compiles TD3's 256-unit networks: about 25 s
@@ -938,8 +949,9 @@ def test_the_frontier_measurement_counts_every_seeds_env_steps(monkeypatch):
 
 def test_search_table_reads_each_sweep_point_against_the_preset(tmp_path, monkeypatch):
     """A pqn_rnn search of two sweep points x two seeds, one finished and one still going, beside
-    the preset's own run: each point names only the fields it changes, its seeds' final training
-    statistic and its share of Craftax's maximum."""
+    the preset's own run and the one kept from before the preset changed: each point names only
+    the fields it changes, its seeds' final training statistic and its share of Craftax's
+    maximum."""
     from benchmarks.returns import search_table
 
     def seed(path, rows):
@@ -964,15 +976,22 @@ def test_search_table_reads_each_sweep_point_against_the_preset(tmp_path, monkey
     for s in range(2):
         seed(base / f"seed_{s}", [(1000, 0.5, 2.26)])
     (base / "summary.json").write_text(json.dumps({"complete": False}))
+    # The preset's row before a search changed it reads as what it was.
+    before = base.parent.parent / "pqn_rnn__Craftax-Symbolic-v1__before-71" / "seeds_0-0"
+    seed(before / "seed_0", [(1000, 0.25, 1.13)])
+    earlier = {"algo": "pqn_rnn", **preset, "norm_obs": not preset["norm_obs"], "num_seeds": 1}
+    (before / "config.json").write_text(json.dumps(earlier))
     monkeypatch.setattr(search_table, "SEARCH", tmp_path / "search")
     monkeypatch.setattr(search_table.harness, "RESULTS", tmp_path)
     rows = search_table.table().splitlines()[2:]
     assert rows[0].startswith("| pqn_rnn | Craftax-Symbolic-v1 | the preset (returns table) | 2 ")
     assert "2.26 (1.00%) (at 1,000 env steps: running)" in rows[0]
+    was = f"the preset before issue 71 (returns table): norm_obs {not preset['norm_obs']} | 1 "
+    assert was + "| 1.13 | 1.13 (0.50%) | 0.25 | its row |" in rows[1]
     assert (
-        "| end_e 0.01, exploration_fraction 0.3 | 2 | 2.00, 4.00 | 3.00 (1.33%) | 1.50 |" in rows[1]
+        "| end_e 0.01, exploration_fraction 0.3 | 2 | 2.00, 4.00 | 3.00 (1.33%) | 1.50 |" in rows[2]
     )
     assert (
-        "| end_e 0.01, exploration_fraction 0.5 | 2 | 1.00, 3.00 | 2.00 (0.88%) | 1.50 |" in rows[2]
+        "| end_e 0.01, exploration_fraction 0.5 | 2 | 1.00, 3.00 | 2.00 (0.88%) | 1.50 |" in rows[3]
     )
-    assert rows[1].endswith("| 10 min (" + search_table.HERE + ") |") and len(rows) == 3
+    assert rows[2].endswith("| 10 min (" + search_table.HERE + ") |") and len(rows) == 4

@@ -223,10 +223,22 @@ def run_part(module, algo: str, config, run_dir: Path, resume: bool) -> dict:
     """One program's run into `run_dir`, its summary. With `resume`, a finished run is read
     back and a run cut short continues from its last checkpoint; otherwise it starts afresh."""
     from canter.algorithms import trainer
-    from canter.common.run.rundir import RunDir
+    from canter.common.run.rundir import RunDir, config_record
 
     done = RunDir(run_dir).summary
     if resume and done.exists() and json.loads(done.read_text()).get("complete"):
+        # A finished part is read back only if it ran this very config (the runner adds its
+        # source and any extension to the record): a row never mixes two configurations.
+        saved = RunDir(run_dir).read_config()
+        wanted = config_record(algo, config, {})
+        fields = sorted(
+            k
+            for k in wanted.keys() | saved.keys()
+            if k not in ("source", "extended") and wanted.get(k) != saved.get(k)
+        )
+        if fields:
+            diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {wanted.get(k)!r}" for k in fields)
+            raise SystemExit(f"--resume {run_dir}: its finished run has another config ({diffs})")
         return json.loads(done.read_text())
     # A rerun replaces the previous result; `resume` continues a run that was cut short (a long
     # benchmark spread over several sittings) from its last checkpoint.

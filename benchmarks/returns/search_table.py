@@ -16,7 +16,8 @@ rows read) and its mean, as % of Craftax's maximum (226) on Craftax, the final g
 sampled evaluation's mean, how far the run got (a run still going says so) and its wall time,
 compile included, on the machine that builds the table. The preset's
 own row (its returns.py run, `results/returns/runs/<algo>__<env>/`) leads each group, so that
-every point reads against it. docs/results.md shows the table.
+every point reads against it, followed by the rows kept from the preset before a search changed
+it (`<algo>__<env>__before-<issue>/`). docs/results.md shows the table.
 """
 
 import argparse
@@ -117,6 +118,14 @@ def table() -> str:
             done = bool(summaries) and all(s["complete"] for s in summaries)
             seeds = final_rows(baseline)
             lines.append(row(algo, env, "the preset (returns table)", seeds, done, "its row"))
+        for earlier in sorted(baseline.parent.glob(f"{baseline.name}{returns.EARLIER}*")):
+            # A row kept from the preset before a change: the search that changed it reads
+            # against it too (its fields where it differs from today's preset).
+            issue = earlier.name.split(returns.EARLIER)[-1]
+            part = next(earlier.glob("**/config.json")).parent
+            differs = setting_text(points(part)[0][0])
+            setting = f"the preset before issue {issue} (returns table): {differs}"
+            lines.append(row(algo, env, setting, final_rows(earlier), True, "its row"))
         for run in runs:
             summary_path = run / "summary.json"
             wall, done = "running", False
