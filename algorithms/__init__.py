@@ -18,6 +18,7 @@ HOUSE = {
     "pqn": "discrete",
     "pqn_rnn": "discrete",
     "sac_discrete": "discrete",
+    "alphazero": "discrete",
     "ppo_continuous": "continuous",
     "sac": "continuous",
     "td3": "continuous",

@@ -116,7 +116,8 @@ def render_gif(
         taken += 1
         key, step_key = jax.random.split(key)
         mask = valid(jax.tree.map(lambda x: x[None], env_state), env_params)
-        action, carry = policy(obs[None], carry, mask)
+        bare = {"env_state": jax.tree.map(lambda x: x[None], base_state(env_state))}
+        action, carry = policy(obs[None], carry, mask, **(bare if train.plans else {}))
         obs, next_state, reward, terminated, truncated, _ = step(
             step_key, env_state, action[0], env_params
         )

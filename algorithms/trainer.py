@@ -59,6 +59,10 @@ class Train:
     `eval_policy` is what evaluation plays: "greedy" (the most likely action, or the mean of a
     continuous policy) or "sampled" (a draw from the policy, as it acts in training; its keys
     ride along in the carry).
+
+    A policy that plans on the true game (alphazero.py's search) sets `plans`: its `act` then
+    also takes `env_state=`, the bare env's state of each observation (`base_state`), and
+    searches from it; evaluation and rendering pass it.
     """
 
     init: Callable[[PRNGKeyArray], Any]
@@ -73,6 +77,7 @@ class Train:
     initial_carry: Callable[[int], Any] | None = None
     unroll: int = 1  # iterations per loop trip in a program compiled for a GPU or TPU
     eval_policy: str = "greedy"
+    plans: bool = False
     done_iterations: int = 0  # skipped: trained before a cut interval (common/run/resume.py)
 
     @classmethod

@@ -22,10 +22,11 @@ from canter.algorithms import HOUSE, ppo, trainer
 
 from tests.checks import needs
 
-# ppo_atari's default game needs ale-py (the atari extra): skipped with its install line.
+# ppo_atari's default game needs ale-py (the atari extra): skipped with its install line;
+# alphazero's default game needs pgx (the pgx extra).
+EXTRAS = {"ppo_atari": ("ale_py", "atari"), "alphazero": ("pgx", "pgx")}
 FILES = [
-    pytest.param(name, marks=needs("ale_py", "atari")) if name == "ppo_atari" else name
-    for name in HOUSE
+    pytest.param(name, marks=needs(*EXTRAS[name])) if name in EXTRAS else name for name in HOUSE
 ]
 
 

@@ -29,6 +29,11 @@
 #      its 150,000 vector steps and 2 of its 30 evaluations, one seed: the return and the wall
 #      time at that point of FastTD3's curve (its code logs wall time; what is reachable here
 #      of its paper publishes none for CheetahRun)
+#   7. board-games (issue 75): alphazero in pgx's own configuration (1,024 games x 256 plies an
+#      iteration, 32 simulations, 6 blocks of 128 channels) on othello (its preset) and on
+#      connect_four, 20 iterations (5,242,880 positions; pgx's curves run 400), one seed,
+#      evaluated against uniformly random play; the CPU rows are canter's smaller
+#      configurations
 # --only takes a step or one row of it, STEP:ALGO (brax-hopper:td3).
 # A step that would start after GPU_BUDGET_S seconds (default 600; none with --tiny) is skipped
 # and named in skipped.txt: a lent device's session (15 minutes, calls of 10 at most) runs about
@@ -52,7 +57,7 @@ steps="$steps craftax-1e9:ppo craftax-1e9:ppo_rnn craftax-1e9:pqn_rnn craftax-1e
 steps="$steps craftax-1e9:ppo_trxl"  # rows: STEP:ALGO
 steps="$steps minatar-rnn:pqn_rnn craftax:ppo craftax:ppo_rnn"
 steps="$steps brax-hopper:ppo_continuous brax-hopper:sac brax-hopper:td3"
-steps="$steps dm-control:ppo_continuous fast-td3:fast_td3"
+steps="$steps dm-control:ppo_continuous fast-td3:fast_td3 board-games board-games:alphazero"
 # shellcheck source=benchmarks/gpu/gpu_setup.sh
 . benchmarks/gpu/gpu_setup.sh
 gpu_args gpu_suites.sh "$@"
@@ -62,7 +67,7 @@ if ((tiny)) && [[ -z "${GPU_BUDGET_S:-}" ]]; then
 fi
 python=${PYTHON:-python}
 
-gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox
+gpu_setup gpu_suites.sh "$tiny" craftax mujoco_playground brax gymnax equinox pgx mctx
 
 rows="$out/returns"
 mkdir -p "$rows"
@@ -79,6 +84,8 @@ if ((tiny)); then
     trxl="grad_chunk=32"  # a chunk that divides the tiny rollout
     minatar="total_timesteps=512 num_envs=16 num_steps=16 num_minibatches=4 eval_every=512"
     minatar="$minatar num_eval_envs=2"
+    board="total_timesteps=512 eval_every=512 num_eval_envs=2 selfplay_batch_size=16"
+    board="$board max_num_steps=32 training_batch_size=64 num_channels=8 num_layers=1"
 else
     seeds=4 craftax="" hopper="" hopper_off="" dm=""
     fast="total_timesteps=10240000"
@@ -86,7 +93,11 @@ else
     # and ppo_rnd's 65,536
     frontier="total_timesteps=20054016 eval_every=20054016" trxl=""
     minatar=""
+    board="total_timesteps=5242880 eval_every=1310720"
 fi
+# pgx's examples/alphazero configuration (algorithms/alphazero.py's PGX presets)
+pgx_az="selfplay_batch_size=1024 max_num_steps=256 num_simulations=32 training_batch_size=4096"
+pgx_az="$pgx_az num_channels=128 num_layers=6 opening_plies=0 num_eval_envs=1024"
 
 step() {  # step NAME ALGO ENV SEEDS PRESET(0/1) FIELD=VALUE...: one returns.py row
     local name=$1 algo=$2 env=$3 num_seeds=$4 preset=$5
@@ -135,4 +146,8 @@ step brax-hopper td3 brax:hopper 1 0 $td3_hopper $hopper_off
 step dm-control ppo_continuous CartpoleBalance 1 1 $dm
 # shellcheck disable=SC2086
 step fast-td3 fast_td3 CheetahRun 1 1 $fast
+# shellcheck disable=SC2086
+step board-games alphazero othello 1 1 $board
+# shellcheck disable=SC2086
+step board-games alphazero pgx:connect_four 1 0 $pgx_az $board
 echo "gpu_suites.sh: done in ${SECONDS} s, rows in $rows" >&2

@@ -42,6 +42,7 @@ SUITES = {  # key: title, in docs/results.md's order
     "host": "MuJoCo and Atari (Gymnasium on the host)",
     "physics": "Playground's DM Control and Brax",
     "jumanji_minigrid": "Jumanji and XLand-MiniGrid",
+    "board": "Board games (pgx), mean outcome against the opponent",
 }
 COLORS = {  # one per algorithm, distinct among those that share a panel
     **dict(ppo="tab:blue", ppo_atari="tab:blue", dqn="tab:green", pqn="tab:red"),
@@ -62,6 +63,7 @@ def suite(env: str) -> str:
         "brax:": "physics",
         "jumanji:": "jumanji_minigrid",
         "xminigrid:": "jumanji_minigrid",
+        "pgx:": "board",
     }
     if env.endswith("-MinAtar"):
         return "minatar"

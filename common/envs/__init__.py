@@ -10,6 +10,7 @@
     jumanji.py    `jumanji:<Id>`: Jumanji's one-discrete-action tasks, flat observations, masks
     minigrid.py   `xminigrid:MiniGrid-<task>`: XLand-MiniGrid's MiniGrid tasks, one-hot views
     physics.py    `playground:<Task>`, `brax:<name>`: DM Control on MJX and Brax, in JAX
+    pgx.py        `pgx:<game>[-vs-<opponent>]`: pgx's board games, the opponent in the env
     spares.py     resets from spare states made ahead (Craftax, the physics suites)
 
 Every adapter gives gymnax 1.0's step: `obs, state, reward, terminated, truncated, info`, with

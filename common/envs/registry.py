@@ -31,6 +31,9 @@ from canter.common.envs.suites import (
     MINIGRID_INSTALL,
     MINIGRID_PREFIX,
     MINIGRID_TASKS,
+    PGX_GAMES,
+    PGX_INSTALL,
+    PGX_PREFIX,
     PLAYGROUND_INSTALL,
     PLAYGROUND_PREFIX,
     PLAYGROUND_TASKS,
@@ -162,6 +165,10 @@ def _build(name: str) -> tuple[Any, Any]:
             from canter.common.envs.physics import make_brax_env
 
             return make_brax_env(name)
+        if name.startswith(PGX_PREFIX):  # imports pgx only for a game it accepts
+            from canter.common.envs.pgx import make_pgx_env
+
+            return make_pgx_env(name)
         if name in _EXTRA_ENVS:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
@@ -177,7 +184,9 @@ def _build(name: str) -> tuple[Any, Any]:
         f"{MINIGRID_PREFIX}MiniGrid-DoorKey-5x5 ({MINIGRID_INSTALL}); "
         f"{PLAYGROUND_PREFIX}<Task>, the {len(PLAYGROUND_TASKS)} DM Control tasks such as "
         f"{PLAYGROUND_PREFIX}CheetahRun ({PLAYGROUND_INSTALL}); "
-        f"{', '.join(BRAX_PREFIX + e for e in BRAX_ENVS)} ({BRAX_INSTALL}); and "
+        f"{', '.join(BRAX_PREFIX + e for e in BRAX_ENVS)} ({BRAX_INSTALL}); "
+        f"{PGX_PREFIX}<game>[-vs-<opponent>] for the board games such as "
+        f"{PGX_PREFIX}connect_four-vs-mcts128 ({PGX_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
 
@@ -191,6 +200,7 @@ def _did_you_mean(name: str) -> str:
         *(MINIGRID_PREFIX + t for t in MINIGRID_TASKS),
         *(PLAYGROUND_PREFIX + t for t in PLAYGROUND_TASKS),
         *(BRAX_PREFIX + e for e in BRAX_ENVS),
+        *(PGX_PREFIX + g for g in PGX_GAMES),
     ]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
     return f" (did you mean {' or '.join(close)}?)" if close else ""

@@ -1,10 +1,10 @@
 """The env suites: their names, prefixes and install lines. Constants, no code.
 
 registry.py (what `make_env` accepts, its refusals and hints) and each suite's adapter
-(host.py, craftax.py, jumanji.py, minigrid.py, physics.py) both read them here, so no adapter
-imports the registry, and the registry names every suite without importing its adapter or its
-package, which happens when one of its envs is first built (registry.py). This module imports
-nothing; tests/test_envs.py keeps it that way, and keeps the adapters off the registry.
+(host.py, craftax.py, jumanji.py, minigrid.py, physics.py, pgx.py) both read them here, so no
+adapter imports the registry, and the registry names every suite without importing its adapter
+or its package, which happens when one of its envs is first built (registry.py). This module
+imports nothing; tests/test_envs.py keeps it that way, and keeps the adapters off the registry.
 """
 
 HOST_PREFIX = "gymnasium:"  # `gymnasium:<id>`: any Gymnasium environment (common/envs/host.py)
@@ -102,6 +102,23 @@ BRAX_ENVS = (
     "walker2d",
 )
 BRAX_INSTALL = 'pip install -e ".[brax]"'
+
+# `pgx:<game>[-vs-<opponent>]`: pgx's two-player board games from one player's side against a
+# fixed opponent (common/envs/pgx.py, the `pgx` extra).
+PGX_PREFIX = "pgx:"
+PGX_GAMES = (
+    "tic_tac_toe",
+    "connect_four",
+    "hex",
+    "othello",
+    "animal_shogi",
+    "gardner_chess",
+    "go_9x9",
+    "go_19x19",
+    "chess",
+    "shogi",
+)
+PGX_INSTALL = 'pip install -e ".[pgx]"'
 
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")

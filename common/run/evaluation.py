@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from canter.common.envs import evaluation_env, is_host_env, vector_mask
+from canter.common.envs import base_state, evaluation_env, is_host_env, vector_mask
 from jaxtyping import Array, Float, PRNGKeyArray
 
 Policy = Callable[..., tuple[Array, Any]]
@@ -23,7 +23,8 @@ def evaluate(train: Any, state: Any, key: PRNGKeyArray) -> dict[str, Float[Array
     clipping)."""
     n, env = train.num_eval_envs, evaluation_env(train.env)
     carry = start_carry(train, n, jax.random.fold_in(key, 1))  # the env keys stay `key`'s
-    return run_episodes(env, train.env_params, policy(train, state), carry, key, n)
+    play = policy(train, state)
+    return run_episodes(env, train.env_params, play, carry, key, n, with_state=train.plans)
 
 
 def policy(train: Any, state: Any) -> Policy:
@@ -33,8 +34,12 @@ def policy(train: Any, state: Any) -> Policy:
     with `start_carry`."""
     sampled = train.eval_policy == "sampled"
 
-    def play(obs: Array, carry: Any, mask: Array | None = None) -> tuple[Array, Any]:
+    def play(
+        obs: Array, carry: Any, mask: Array | None = None, env_state: Any = None
+    ) -> tuple[Array, Any]:
         extra = {} if mask is None else {"mask": mask}
+        if train.plans:  # a search from the true states (`Train.plans`)
+            extra["env_state"] = env_state
         if sampled:
             carry, key = carry
             key, extra["key"] = jax.random.split(key)
@@ -58,7 +63,13 @@ def start_carry(train: Any, num_envs: int, key: PRNGKeyArray | None = None) -> A
 
 
 def run_episodes(
-    env: Any, env_params: Any, policy: Policy, carry: Any, key: PRNGKeyArray, num_envs: int
+    env: Any,
+    env_params: Any,
+    policy: Policy,
+    carry: Any,
+    key: PRNGKeyArray,
+    num_envs: int,
+    with_state: bool = False,
 ) -> dict[str, Float[Array, ""]]:
     """Mean return and length of one episode on each of `num_envs` fresh environments.
 
@@ -67,7 +78,8 @@ def run_episodes(
     None for a feed-forward greedy policy) as it is at the start of an episode. For an env with
     action masks it is called `policy(obs, carry, mask)` with the valid actions of each env's
     state (common/envs/registry.py, `vector_mask`). Each env plays one episode, so the carry
-    never needs resetting.
+    never needs resetting. With `with_state` it also gets `env_state=`, the bare env's states
+    (`base_state`: a planning policy's search starts from them).
     Stops once every episode has ended, at most the env's `max_steps_in_episode` steps: chunks
     of CHUNK steps (a scan) in a while loop that asks "all done?" between chunks only, since
     under vmap the test couples the seeds and, sharded, is a cross-device reduction. A chunk
@@ -90,7 +102,11 @@ def run_episodes(
         obs, carry, env_state, returns, lengths, done = loop
         done = done | (t >= max_steps)  # the last chunk's steps past the limit change nothing
         mask = valid(env_state, env_params)
-        action, carry = policy(obs, carry) if mask is None else policy(obs, carry, mask)
+        extra = {"env_state": base_state(env_state)} if with_state else {}
+        if mask is None:
+            action, carry = policy(obs, carry, **extra)
+        else:
+            action, carry = policy(obs, carry, mask, **extra)
         obs, env_state, reward, terminated, truncated, _ = env_step(
             jax.random.split(step_keys[jnp.minimum(t, max_steps - 1)], num_envs),
             env_state,
