@@ -76,6 +76,10 @@ TRAINED_ELSEWHERE = {
     "sac.py --env playground:CartpoleBalance": [
         "test_physics.py::test_sac_trains_and_draws_on_playground"
     ],
+    # Its defaults ran 189 s here as a README command; the learning test trains them.
+    "alphazero.py --env pgx:tic_tac_toe-vs-minimax": [
+        "test_alphazero.py::test_tic_tac_toe_never_loses_to_the_perfect_player"
+    ],
     # The preset's sizes and networks are built by the first; ppo_continuous's Playground
     # program compiles and trains in the second (its CartpoleBalance preset at 8 envs:
     # CheetahRun's 2,048 envs are a GPU's run, as the README says).
@@ -91,6 +95,7 @@ GPU_ONLY = {"ppo_continuous.py --preset CheetahRun": "On a CPU use --num-envs an
 EXTRAS = [("gymnasium:ALE/", "ale_py"), ("HalfCheetah-v5", "mujoco"), ("craftax:", "craftax")]
 EXTRAS += [("Craftax-", "craftax"), ("jumanji:", "jumanji"), ("xminigrid:", "xminigrid")]
 EXTRAS += [("playground:", "mujoco_playground"), ("CheetahRun", "mujoco_playground")]
+EXTRAS += [("pgx:", "pgx")]
 
 
 def blocks(language: str) -> list[str]:
