@@ -25,3 +25,6 @@ HOUSE = {
     "ddpg": "continuous",
     "fast_td3": "continuous",
 }
+# The files that run one suite's envs only (its prefix): left out of the CLI's "use ... instead"
+# hint, which names the files for any env of an action kind.
+SUITE_ONLY = {"alphazero": "pgx:"}

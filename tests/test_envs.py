@@ -132,6 +132,7 @@ def test_the_house_list_names_each_files_action_space():
     hint = house_hint(caught.value)
     assert "sac.py handles continuous actions only" in hint
     assert "algorithms/ppo_rnn.py" in hint and "algorithms/td3.py" not in hint
+    assert "alphazero.py" not in hint  # pgx's board games only
 
 
 @pytest.mark.parametrize("name", [n for n in env_names() if not n.startswith("Probe")])

@@ -345,7 +345,7 @@ def house_hint(error: Exception) -> str:
     of actions added, or the files that have an unknown preset."""
     import importlib
 
-    from canter.algorithms import HOUSE
+    from canter.algorithms import HOUSE, SUITE_ONLY
     from canter.common.envs import ActionSpaceError
 
     if isinstance(error, UnknownPreset):
@@ -358,7 +358,11 @@ def house_hint(error: Exception) -> str:
         return f"{error} It is a preset of {', '.join(files)}." if files else str(error)
     if not isinstance(error, ActionSpaceError):
         return str(error)
-    files = [f"algorithms/{name}.py" for name, kind in HOUSE.items() if kind == error.kind]
+    files = [
+        f"algorithms/{name}.py"
+        for name, kind in HOUSE.items()
+        if kind == error.kind and name not in SUITE_ONLY
+    ]
     return f"{error} For {error.kind} actions use {' or '.join(files)} instead."
 
 
