@@ -133,6 +133,11 @@ class Config:
     """Width of the three hidden (ReLU) layers of the target and predictor."""
     rnd_output_size: PositiveInt = 64
     """Size of the embedding the predictor learns to reproduce."""
+    rnd_init: Literal["orthogonal", "lecun"] = "orthogonal"
+    """Initialisation of the target and predictor: orthogonal (gain sqrt 2, output 1, as the
+    policy's MLPs), or Flax's Dense default as Craftax_Baselines' `RNDNetwork` (LeCun normal,
+    zero biases, no gains): on Craftax's observations the LeCun target's embedding is about half
+    as large, so unnormalised intrinsic rewards a quarter (results.md measures both at 1M)."""
 
     @property
     def batch_size(self) -> int:
@@ -366,8 +371,8 @@ def make_train(config: Config) -> trainer.Train:
     check_budget(config, config.batch_size)
     env, env_params = make_env(config.env, action=ACTION_SPACE, algorithm="ppo_rnd.py")
     obs_dim = math.prod(int(n) for n in env.observation_space(env_params).shape)
-    rnd_sizes = (obs_dim, config.rnd_hidden_size, config.rnd_output_size)
-    rnd_network = functools.partial(MLP, rnd_sizes, 1.0, activation="relu", depth=3)
+    sizes, init = (obs_dim, config.rnd_hidden_size, config.rnd_output_size), config.rnd_init
+    rnd_network = functools.partial(MLP, sizes, 1.0, activation="relu", depth=3, init=init)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step, valid = vector_step(env), vector_mask(env)
     optimizer = optax.chain(
@@ -442,9 +447,8 @@ def make_train(config: Config) -> trainer.Train:
             int_next, int_ends = traj.next_value[..., 1], ends
         else:  # the intrinsic return runs on into the next episode
             int_next, int_ends = following[..., 1], (jnp.zeros_like(traj.terminated),) * 2
-        int_gae = gae(int_reward, int_value, int_next, *int_ends, config.int_gamma)
-        int_advantages, int_returns = int_gae
-        combined = advantages + config.int_coef * int_advantages
+        int_adv, int_returns = gae(int_reward, int_value, int_next, *int_ends, config.int_gamma)
+        combined = advantages + config.int_coef * int_adv
         both_returns = jnp.stack([returns, int_returns], axis=-1)
         batch = (traj.obs, traj.action, traj.mask, traj.log_prob, values, combined, both_returns)
         batch = jax.tree.map(lambda x: x.reshape((config.batch_size,) + x.shape[2:]), batch)

@@ -124,6 +124,21 @@ def test_mlp_keeps_the_two_layer_init_and_adds_hidden_layers_with_depth():
     np.testing.assert_allclose(deep(x), deep.layers[-1](hidden), rtol=1e-6)
 
 
+def test_mlp_lecun_init_is_flax_dense_layer_by_layer():
+    """ppo_rnd's `--rnd-init lecun`: every layer as flax.linen.Dense draws it (LeCun-normal
+    weights of variance 1 / fan_in, truncated at two standard deviations; zero biases), the gains
+    ignored, from the same per-layer keys as the orthogonal init."""
+    key = jax.random.key(3)
+    keys = jax.random.split(key, 4)
+    mlp = MLP((300, 200, 100), 1.0, key, activation="relu", depth=3, init="lecun")
+    sizes = [(300, 200), (200, 200), (200, 200), (200, 100)]
+    for layer, (fan_in, fan_out), k in zip(mlp.layers, sizes, keys, strict=True):
+        want = jax.nn.initializers.lecun_normal()(k, (fan_in, fan_out)).T
+        assert jnp.array_equal(layer.weight, want) and not jnp.any(layer.bias)
+        assert abs(float(jnp.std(layer.weight)) * fan_in**0.5 - 1.0) < 0.05
+        assert float(jnp.max(jnp.abs(layer.weight))) * fan_in**0.5 < 2.0 / 0.8796 + 1e-3
+
+
 def test_a_stride_that_divides_the_kernel_is_folded_into_the_channels():
     # The fold is the speed (benchmarks/speed/conv_cpu.py): a 4x4 kernel of stride 2 concatenates
     # 2 x 2 slices of 4 x channels, not 16 strided ones; a stride that does not divide stays

@@ -23,6 +23,7 @@ in `layers.Conv2d`), not the process's default backend: a program placed on the 
 machine, or compiled ahead of time for a GPU on a CPU-only one, takes its platform's path.
 
 `orthogonal_linear` is the dense layer of the PPO files: orthogonal weights, zero bias.
+`lecun_linear` is Flax's `nn.Dense` as its references build it: LeCun-normal weights, zero bias.
 """
 
 import equinox as eqx
@@ -98,3 +99,13 @@ def orthogonal_linear(in_size: int, out_size: int, gain: float, key: PRNGKeyArra
     weight = orthogonal(key, (out_size, in_size), gain)
     layer = eqx.nn.Linear(in_size, out_size, key=key)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, jnp.zeros(out_size)))
+
+
+def lecun_linear(
+    in_size: int, out_size: int, key: PRNGKeyArray, bias: bool = True
+) -> eqx.nn.Linear:
+    """Linear layer with truncated LeCun-normal weights and zero bias (flax.linen.Dense's init)."""
+    weight = jax.nn.initializers.lecun_normal()(key, (in_size, out_size)).T
+    layer = eqx.nn.Linear(in_size, out_size, use_bias=bias, key=key)
+    layer = eqx.tree_at(lambda lin: lin.weight, layer, weight)
+    return eqx.tree_at(lambda lin: lin.bias, layer, jnp.zeros(out_size)) if bias else layer

@@ -21,10 +21,12 @@ by the weights once; a stride that divides the kernel is first folded into the c
 convolutions, the stock convolution runs.
 """
 
+from typing import Literal
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from canter.common.blocks.initializers import orthogonal_linear
+from canter.common.blocks.initializers import lecun_linear, orthogonal_linear
 from jaxtyping import Array, Float, PRNGKeyArray
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "swish": jax.nn.swish}
@@ -32,7 +34,8 @@ ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "swish": jax.nn.swish}
 
 class MLP(eqx.Module):
     """`depth` hidden layers (`activation`: tanh, relu or swish) of `sizes` (in, hidden, out);
-    hidden gain `gain`, output gain `out_gain`."""
+    hidden gain `gain`, output gain `out_gain`; `init="lecun"` draws every layer as Flax's
+    `nn.Dense` does instead (LeCun-normal weights, zero biases, no gains)."""
 
     layers: tuple[eqx.nn.Linear, ...]
     activation: str = eqx.field(static=True)
@@ -45,15 +48,19 @@ class MLP(eqx.Module):
         activation: str = "tanh",
         depth: int = 2,
         gain: float = 2**0.5,
+        init: Literal["orthogonal", "lecun"] = "orthogonal",
     ):
         in_size, hidden, out_size = sizes
         keys = jax.random.split(key, depth + 1)
-        widths = (in_size,) + (hidden,) * depth
-        hidden_layers = [
-            orthogonal_linear(a, b, gain, k)
-            for a, b, k in zip(widths[:-1], widths[1:], keys[:depth], strict=True)
-        ]
-        self.layers = (*hidden_layers, orthogonal_linear(hidden, out_size, out_gain, keys[depth]))
+        widths = (in_size,) + (hidden,) * depth + (out_size,)
+        gains = (gain,) * depth + (out_gain,)
+
+        def linear(a: int, b: int, layer_gain: float, k: PRNGKeyArray) -> eqx.nn.Linear:
+            if init == "lecun":
+                return lecun_linear(a, b, k)
+            return orthogonal_linear(a, b, layer_gain, k)
+
+        self.layers = tuple(map(linear, widths[:-1], widths[1:], gains, keys))
         self.activation = activation
 
     def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:

@@ -18,15 +18,8 @@ identity. Dense weights LeCun-normal with zero biases (flax's defaults, the refe
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from canter.common.blocks.initializers import lecun_linear as dense
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-
-
-def dense(in_size: int, out_size: int, key: PRNGKeyArray, bias: bool = True) -> eqx.nn.Linear:
-    """A linear layer with LeCun-normal weights and zero bias (flax.linen.Dense's init)."""
-    weight = jax.nn.initializers.lecun_normal()(key, (in_size, out_size)).T
-    layer = eqx.nn.Linear(in_size, out_size, use_bias=bias, key=key)
-    layer = eqx.tree_at(lambda lin: lin.weight, layer, weight)
-    return eqx.tree_at(lambda lin: lin.bias, layer, jnp.zeros(out_size)) if bias else layer
 
 
 def apply(layer: eqx.nn.Linear, x: Float[Array, "n in_size"]) -> Float[Array, "n out_size"]:
