@@ -13,6 +13,10 @@ from canter.common.blocks.distributional import (
     cosine_features,
     quantile_huber_loss,
     quantile_midpoints,
+    signed_hyperbolic,
+    signed_parabolic,
+    two_hot,
+    two_hot_scalar,
 )
 
 
@@ -120,3 +124,35 @@ def test_quantile_midpoints_and_cosine_features():
     got = np.asarray(cosine_features(jnp.asarray(taus), 4))
     expected = [[math.cos(math.pi * i * t) for i in range(4)] for t in taus]
     np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_signed_hyperbolic_and_its_inverse_against_the_formulas():
+    """h(x) = sign(x)(sqrt(|x|+1) - 1) + 1e-3 x, rlax's values (h(1) = 0.415, h(100) = 9.15),
+    and h^-1 undoes it over six orders of magnitude."""
+    xs = np.array([-5e4, -300.0, -1.0, -1e-3, 0.0, 0.5, 1.0, 100.0, 500.0, 5e4], np.float64)
+    for x in xs:
+        want = math.copysign(math.sqrt(abs(x) + 1) - 1, x) + 1e-3 * x
+        assert float(signed_hyperbolic(jnp.float32(x))) == pytest.approx(want, rel=1e-5, abs=1e-6)
+    assert float(signed_hyperbolic(jnp.float32(1.0))) == pytest.approx(0.4152, abs=1e-4)
+    assert float(signed_hyperbolic(jnp.float32(100.0))) == pytest.approx(9.150, abs=1e-3)
+    back = signed_parabolic(signed_hyperbolic(jnp.asarray(xs, jnp.float32)))
+    np.testing.assert_allclose(back, xs, rtol=1e-4, atol=1e-3)
+
+
+def test_two_hot_matches_a_loop_over_atoms_and_reads_back():
+    """Mass on the two atoms around x by closeness (all on one where x is an atom), x clipped
+    to the support; the expectation of the encoding, read through h^-1, is h^-1(x)."""
+    bound = 5
+    xs = jnp.array([-7.0, -5.0, -2.25, 0.0, 0.3, 3.999, 4.0, 5.0, 6.5])
+    got = np.asarray(two_hot(xs, bound))
+    for row, x in zip(got, np.asarray(xs), strict=True):
+        x = min(max(float(x), -bound), bound)
+        want = np.zeros(2 * bound + 1)
+        for i, atom in enumerate(range(-bound, bound + 1)):
+            if abs(atom - x) < 1:
+                want[i] = 1 - abs(atom - x)
+        np.testing.assert_allclose(row, want, atol=1e-6)
+    assert got.shape == (9, 11) and np.allclose(got.sum(-1), 1.0)
+    logits = jnp.log(two_hot(xs, bound) + 1e-12)
+    want = signed_parabolic(jnp.clip(xs, -bound, bound))
+    np.testing.assert_allclose(two_hot_scalar(logits), want, rtol=1e-4, atol=1e-4)

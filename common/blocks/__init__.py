@@ -4,7 +4,8 @@ test_invariants.py, test_masking.py).
 
     buffer.py          ReplayBuffer: a fixed-size ring buffer of transitions, sampled uniformly
     distributional.py  return distributions: C51's categorical projection, the quantile Huber
-                       loss (QR-DQN, IQN), IQN's cosine features
+                       loss (QR-DQN, IQN), IQN's cosine features, MuZero's two-hot
+                       categorical scalars under h(x) = sign(x)(sqrt(|x|+1)-1)+eps x
     initializers.py    orthogonal: PyTorch's orthogonal init without LAPACK (Gram-Schmidt);
                        orthogonal_linear: the PPO files' dense layer (orthogonal, zero bias)
     layers.py          MLP: the PPO files' actor and critic (depth hidden layers, tanh or ReLU);

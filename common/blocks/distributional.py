@@ -6,7 +6,11 @@ projected back onto them (`categorical_projection`). A quantile distribution (QR
 et al. 2018, arXiv:1710.10044; IQN: Dabney et al. 2018, arXiv:1806.06923) is a set of return
 samples at quantile fractions tau, learnt by quantile regression with a Huber loss
 (`quantile_huber_loss`); IQN draws its fractions and embeds them with cosines
-(`cosine_features`). Each is tested against a slow loop (tests/test_distributional.py).
+(`cosine_features`). MuZero (Schrittwieser et al. 2020, arXiv:1911.08265) predicts values and
+rewards as categorical distributions too, of the squashed scalar h(x) (`signed_hyperbolic`, Pohlen
+et al. 2018) two-hot encoded on integer atoms -B..B (`two_hot`), read back as h^-1 of the
+expectation (`two_hot_scalar`), as rlax's `muzero_pair`. Each is tested against a slow loop
+(tests/test_distributional.py).
 """
 
 import jax
@@ -70,3 +74,34 @@ def cosine_features(
     num_cosines - 1, as the paper's sum and rejax's `ImplicitQuantileNetwork` (i = 0 is the
     constant feature)."""
     return jnp.cos(jnp.pi * jnp.arange(num_cosines) * taus[:, None])
+
+
+def signed_hyperbolic(x: Array, eps: float = 1e-3) -> Array:
+    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x: MuZero's squashing of values and rewards."""
+    return jnp.sign(x) * (jnp.sqrt(jnp.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def signed_parabolic(y: Array, eps: float = 1e-3) -> Array:
+    """h^-1(y), the inverse of `signed_hyperbolic` (the root of a quadratic in sqrt(|x| + 1))."""
+    z = (jnp.sqrt(1.0 + 4.0 * eps * (eps + 1.0 + jnp.abs(y))) - 1.0) / (2.0 * eps)
+    return jnp.sign(y) * (z**2 - 1.0)
+
+
+def two_hot(x: Float[Array, "*batch"], bound: int) -> Float[Array, "*batch atoms"]:
+    """`x` clipped to [-bound, bound] as probabilities on the integer atoms -bound .. bound: all
+    on the atom it equals, else split between the two around it by closeness (expectation x)."""
+    x = jnp.clip(x, -bound, bound)
+    below = jnp.floor(x)
+    upper = x - below  # the weight of the atom above
+    index = (below + bound).astype(jnp.int32)
+    atoms = 2 * bound + 1
+    above = jnp.minimum(index + 1, atoms - 1)
+    low = jax.nn.one_hot(index, atoms) * (1.0 - upper)[..., None]
+    return low + jax.nn.one_hot(above, atoms) * upper[..., None]
+
+
+def two_hot_scalar(logits: Float[Array, "*batch atoms"]) -> Float[Array, "*batch"]:
+    """The scalar a categorical prediction on atoms -B .. B stands for: h^-1 of its mean atom."""
+    bound = (logits.shape[-1] - 1) // 2
+    mean = jax.nn.softmax(logits) @ jnp.arange(-bound, bound + 1, dtype=logits.dtype)
+    return signed_parabolic(mean)
