@@ -182,16 +182,16 @@ def test_the_presets_build_the_reference_runs(game):
     pqn.make_train(config)
 
     # pqn_rnn.py's: purejaxql's PQN-RNN (an LSTM of 512 over one layer of 512, no window), at
-    # 1e9 in its own sizes and at 1e6 in PPO's.
-    runs = {"": (256, 16, 244, 4), "-1e9": (1024, 128, 7629, 20)}
-    for suffix, (envs, steps, iterations, evaluations) in runs.items():
+    # 1e9 in its own sizes and at 1e6 in PPO's, with the search's 4-step window (issue 71).
+    runs = {"": (256, 16, 244, 4, 4), "-1e9": (1024, 128, 7629, 20, 0)}
+    for suffix, (envs, steps, iterations, evaluations, window) in runs.items():
         config = dataclasses.replace(pqn_rnn.Config(), **pqn_rnn.PRESETS[game + suffix])
         assert (config.num_envs, config.num_steps, config.num_iterations) == (
             envs,
             steps,
             iterations,
         )
-        assert (config.cell, config.memory_window, config.q_lambda) == ("lstm", 0, 0.5)
+        assert (config.cell, config.memory_window, config.q_lambda) == ("lstm", window, 0.5)
         assert config.norm_obs  # purejaxql's NORM_INPUT (a BatchRenorm there; issue 71)
         assert config.eval_every % config.batch_size == 0  # whole iterations
         train = pqn_rnn.make_train(config)

@@ -121,9 +121,10 @@ def table() -> str:
         for earlier in sorted(baseline.parent.glob(f"{baseline.name}{returns.EARLIER}*")):
             # A row kept from the preset before a change: the search that changed it reads
             # against it too (its fields where it differs from today's preset).
-            issue = earlier.name.split(returns.EARLIER)[-1]
+            issue, _, what = earlier.name.split(returns.EARLIER)[-1].partition("-")
             part = next(earlier.glob("**/config.json")).parent
             differs = setting_text(points(part)[0][0])
+            issue = f"{issue}'s {what} change" if what else issue
             setting = f"the preset before issue {issue} (returns table): {differs}"
             lines.append(row(algo, env, setting, final_rows(earlier), True, "its row"))
         for run in runs:
