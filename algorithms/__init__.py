@@ -19,6 +19,8 @@ HOUSE = {
     "pqn_rnn": "discrete",
     "sac_discrete": "discrete",
     "alphazero": "discrete",
+    "muzero": "discrete",
+    "ippo": "discrete",
     "ppo_continuous": "continuous",
     "sac": "continuous",
     "td3": "continuous",
@@ -27,4 +29,4 @@ HOUSE = {
 }
 # The files that run one suite's envs only (its prefix): left out of the CLI's "use ... instead"
 # hint, which names the files for any env of an action kind.
-SUITE_ONLY = {"alphazero": "pgx:"}
+SUITE_ONLY = {"alphazero": "pgx:", "ippo": "jaxmarl:"}

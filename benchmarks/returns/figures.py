@@ -43,6 +43,7 @@ SUITES = {  # key: title, in docs/results.md's order
     "physics": "Playground's DM Control and Brax",
     "jumanji_minigrid": "Jumanji and XLand-MiniGrid",
     "board": "Board games (pgx), mean outcome against the opponent",
+    "teams": "Teams of agents (JaxMARL), the team's return",
 }
 COLORS = {  # one per algorithm, distinct among those that share a panel
     **dict(ppo="tab:blue", ppo_atari="tab:blue", dqn="tab:green", pqn="tab:red"),
@@ -64,6 +65,7 @@ def suite(env: str) -> str:
         "jumanji:": "jumanji_minigrid",
         "xminigrid:": "jumanji_minigrid",
         "pgx:": "board",
+        "jaxmarl:": "teams",
     }
     if env.endswith("-MinAtar"):
         return "minatar"

@@ -31,9 +31,11 @@ def random_return(env_name: str, episodes: int, seed: int = 0) -> dict:
     import jax.numpy as jnp
     from canter.common.blocks.masking import random_action
     from canter.common.envs import action_kind, make_env
+    from canter.common.envs.suites import JAXMARL_PREFIX
     from canter.common.run.evaluation import run_episodes
 
-    env, params = make_env(env_name)
+    # A team (JaxMARL) draws every agent's action from its own valid ones (masks [n, agents, k]).
+    env, params = make_env(env_name, agents=env_name.startswith(JAXMARL_PREFIX))
     space = env.action_space(params)
     discrete = action_kind(env, params) == "discrete"
 

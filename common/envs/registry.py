@@ -25,6 +25,9 @@ from canter.common.envs.suites import (
     CRAFTAX_INSTALL,
     CRAFTAX_PREFIX,
     HOST_PREFIX,
+    JAXMARL_INSTALL,
+    JAXMARL_MPE,
+    JAXMARL_PREFIX,
     JUMANJI_INSTALL,
     JUMANJI_PREFIX,
     JUMANJI_TASKS,
@@ -169,6 +172,10 @@ def _build(name: str) -> tuple[Any, Any]:
             from canter.common.envs.pgx import make_pgx_env
 
             return make_pgx_env(name)
+        if name.startswith(JAXMARL_PREFIX):  # imports JaxMARL only for a name it accepts
+            from canter.common.envs.jaxmarl import make_jaxmarl_env
+
+            return make_jaxmarl_env(name)
         if name in _EXTRA_ENVS:
             return _EXTRA_ENVS[name]()
         if name in gymnax.registered_envs:
@@ -186,7 +193,9 @@ def _build(name: str) -> tuple[Any, Any]:
         f"{PLAYGROUND_PREFIX}CheetahRun ({PLAYGROUND_INSTALL}); "
         f"{', '.join(BRAX_PREFIX + e for e in BRAX_ENVS)} ({BRAX_INSTALL}); "
         f"{PGX_PREFIX}<game>[-vs-<opponent>] for the board games such as "
-        f"{PGX_PREFIX}connect_four-vs-mcts128 ({PGX_INSTALL}); and "
+        f"{PGX_PREFIX}connect_four-vs-mcts128 ({PGX_INSTALL}); "
+        f"{', '.join(JAXMARL_PREFIX + e for e in JAXMARL_MPE)}, {JAXMARL_PREFIX}smax:<map> and "
+        f"{JAXMARL_PREFIX}overcooked:<layout> for teams of agents ({JAXMARL_INSTALL}); and "
         f"{HOST_PREFIX}<id> for any Gymnasium id (e.g. {HOST_PREFIX}HalfCheetah-v5)."
     )
 
@@ -201,6 +210,7 @@ def _did_you_mean(name: str) -> str:
         *(PLAYGROUND_PREFIX + t for t in PLAYGROUND_TASKS),
         *(BRAX_PREFIX + e for e in BRAX_ENVS),
         *(PGX_PREFIX + g for g in PGX_GAMES),
+        *(JAXMARL_PREFIX + e for e in JAXMARL_MPE),
     ]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
@@ -223,6 +233,18 @@ def _is_gymnasium_id(name: str) -> bool:
     return name in gymnasium.registry
 
 
+def _refuse_team(name: str, agents: bool, algorithm: str) -> None:
+    who = algorithm or "this algorithm"
+    if agents:
+        raise ConfigError(
+            f"{who} trains a team of agents, and {name} is one agent's env: use "
+            f"{JAXMARL_PREFIX}MPE_simple_spread_v3, {JAXMARL_PREFIX}smax:3m, "
+            f"{JAXMARL_PREFIX}overcooked:cramped_room, ... ({JAXMARL_INSTALL}; "
+            "docs/environments.md)."
+        )
+    raise ConfigError(f"{name} is a team of agents, and {who} trains one: use ippo.py.")
+
+
 def _refuse_kind(name: str, kind: ActionKind, action: ActionKind, algorithm: str) -> None:
     raise ActionSpaceError(
         f"{name} has a {kind} action space, but {algorithm or 'this algorithm'} handles "
@@ -241,6 +263,7 @@ def make_env(
     sticky_action_prob: float | ArrayLike = 0.0,
     episodic_life: bool = True,
     clip_rewards: bool = True,
+    agents: bool = False,
 ) -> tuple:
     """Env `name` with float observations and episode statistics, and its default params.
 
@@ -252,6 +275,8 @@ def make_env(
     probability gives the same program as a concrete one); above 0 elsewhere it is refused.
     Atari (`gymnasium:ALE/...`) trains under `AtariTraining` (`episodic_life`, `clip_rewards`:
     training only; evaluation runs on `evaluation_env(env)`); other envs ignore both.
+    A team of agents (`jaxmarl:...`, common/envs/jaxmarl.py) is for an algorithm that says
+    `agents`, and such an algorithm takes nothing else: either mismatch is refused.
     """
     known = next((k for prefix, k in SUITE_KINDS.items() if name.startswith(prefix)), None)
     if name.removeprefix(PLAYGROUND_PREFIX).removeprefix(BRAX_PREFIX) not in (
@@ -261,6 +286,8 @@ def make_env(
         known = None  # an unknown task: the build's refusal names it first
     if action is not None and known is not None and known != action:
         _refuse_kind(name, known, action, algorithm)
+    if agents != name.startswith(JAXMARL_PREFIX):
+        _refuse_team(name, agents, algorithm)
     env, params = _build(name)
     kind = action_kind(env, params)
     if action is not None and kind != action:
@@ -282,7 +309,7 @@ def make_env(
             f"sticky_action_prob = {sticky_action_prob}, but {name} does not support sticky "
             f"actions (those that do: {', '.join(STICKY_ACTION_ENVS)}); set it to 0."
         )
-    env = EpisodeStats(FloatObservation(env, keep_shape=image))
+    env = EpisodeStats(FloatObservation(env, keep_shape=image or agents))
     if name.startswith(HOST_PREFIX) and atari.is_atari(name.removeprefix(HOST_PREFIX)):
         env = atari.training_env(env, episodic_life=episodic_life, clip_rewards=clip_rewards)
     return env, params

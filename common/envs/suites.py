@@ -120,6 +120,14 @@ PGX_GAMES = (
 )
 PGX_INSTALL = 'pip install -e ".[pgx]"'
 
+# `jaxmarl:<MPE env>`, `jaxmarl:smax:<map>`, `jaxmarl:overcooked:<layout>`: JaxMARL's cooperative
+# teams as one env with an agent axis (common/envs/jaxmarl.py, the `jaxmarl` extra), for the
+# multi-agent files only. The MPE envs offered are the cooperative ones (every agent scores the
+# team's task); the adversarial ones (tag, push, adversary, ...) are not a team's.
+JAXMARL_PREFIX = "jaxmarl:"
+JAXMARL_MPE = ("MPE_simple_spread_v3", "MPE_simple_reference_v3", "MPE_simple_speaker_listener_v4")
+JAXMARL_INSTALL = 'pip install -e ".[jaxmarl]"'
+
 # The MinAtar games (Young & Tian 2019) as gymnax names them: 10x10xC grids, sticky actions.
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 STICKY_ACTION_ENVS = tuple(f"{game}-MinAtar" for game in MINATAR_GAMES)

@@ -79,7 +79,8 @@ def run_episodes(
     action masks it is called `policy(obs, carry, mask)` with the valid actions of each env's
     state (common/envs/registry.py, `vector_mask`). Each env plays one episode, so the carry
     never needs resetting. With `with_state` it also gets `env_state=`, the bare env's states
-    (`base_state`: a planning policy's search starts from them).
+    (`base_state`: a planning policy's search starts from them). For an env that `reports_wins`
+    (SMAX, common/envs/jaxmarl.py) it also gives `wins`, the fraction of episodes won.
     Stops once every episode has ended, at most the env's `max_steps_in_episode` steps: chunks
     of CHUNK steps (a scan) in a while loop that asks "all done?" between chunks only, since
     under vmap the test couples the seeds and, sharded, is a cross-device reduction. A chunk
@@ -98,8 +99,10 @@ def run_episodes(
     num_chunks = -(-max_steps // chunk)
     step_keys = jax.random.split(key, max_steps)  # a full-length scan's keys: the same numbers
 
+    reports_wins = getattr(getattr(env, "unwrapped", env), "reports_wins", False)
+
     def step(loop: tuple, t: Array) -> tuple[tuple, None]:
-        obs, carry, env_state, returns, lengths, done = loop
+        obs, carry, env_state, returns, lengths, wins, done = loop
         done = done | (t >= max_steps)  # the last chunk's steps past the limit change nothing
         mask = valid(env_state, env_params)
         extra = {"env_state": base_state(env_state)} if with_state else {}
@@ -107,7 +110,7 @@ def run_episodes(
             action, carry = policy(obs, carry, **extra)
         else:
             action, carry = policy(obs, carry, mask, **extra)
-        obs, env_state, reward, terminated, truncated, _ = env_step(
+        obs, env_state, reward, terminated, truncated, info = env_step(
             jax.random.split(step_keys[jnp.minimum(t, max_steps - 1)], num_envs),
             env_state,
             action,
@@ -115,8 +118,10 @@ def run_episodes(
         )
         returns = returns + jnp.where(done, 0.0, reward)
         lengths = lengths + jnp.where(done, 0, 1)
+        if reports_wins:
+            wins = wins | (~done & info["won"])
         done = done | terminated | truncated
-        return (obs, carry, env_state, returns, lengths, done), None
+        return (obs, carry, env_state, returns, lengths, wins, done), None
 
     def running(carry: tuple) -> Array:
         c, loop = carry
@@ -127,6 +132,8 @@ def run_episodes(
         return c + 1, jax.lax.scan(step, loop, c * chunk + jnp.arange(chunk))[0]
 
     zeros = jnp.zeros(num_envs)
-    loop = (obs, carry, env_state, zeros, zeros, jnp.zeros(num_envs, bool))
-    _, (*_, returns, lengths, _) = jax.lax.while_loop(running, advance, (0, loop))
-    return {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
+    false = jnp.zeros(num_envs, bool)
+    loop = (obs, carry, env_state, zeros, zeros, false, false)
+    _, (*_, returns, lengths, wins, _) = jax.lax.while_loop(running, advance, (0, loop))
+    result = {"episodic_return": returns.mean(), "episodic_length": lengths.mean()}
+    return result | ({"wins": wins.mean()} if reports_wins else {})
