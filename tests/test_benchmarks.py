@@ -995,3 +995,48 @@ def test_search_table_reads_each_sweep_point_against_the_preset(tmp_path, monkey
         "| end_e 0.01, exploration_fraction 0.5 | 2 | 1.00, 3.00 | 2.00 (0.88%) | 1.50 |" in rows[3]
     )
     assert rows[2].endswith("| 10 min (" + search_table.HERE + ") |") and len(rows) == 4
+
+
+FAKE_JAXMARL_IPPO = """
+import jax.numpy as jnp
+import wandb  # noqa: F401 (JaxMARL's script imports it at the top; the runner starts it)
+
+
+def make_train(config):
+    config["NUM_UPDATES"] = config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
+
+    def train(rng):
+        updates = jnp.arange(config["NUM_UPDATES"], dtype=jnp.float32)
+        return {"metrics": {"returned_episode_returns": -80.0 + updates + rng[0] * 0}}
+
+    return train
+"""
+
+
+@pytest.mark.slow  # two fresh processes, one of them canter's ippo.py at a tiny budget
+def test_the_jaxmarl_peer_runs_its_script_as_main_does_and_tables_both_sides(tmp_path, repo_root):
+    """benchmarks/returns/jaxmarl_peer.py against a stand-in for JaxMARL's ippo_ff_mpe.py (its
+    baselines are not in the wheel): the yaml's values reach make_train with the budget, the
+    final statistic is the last update's per seed, and the table sets canter's seeds beside."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("jaxmarl")
+    pytest.importorskip("omegaconf")
+    script = tmp_path / "JM" / "baselines" / "IPPO"
+    (script / "config").mkdir(parents=True)
+    (script / "ippo_ff_mpe.py").write_text(FAKE_JAXMARL_IPPO)
+    (script / "config" / "ippo_ff_mpe.yaml").write_text(
+        '"NUM_ENVS": 16\n"NUM_STEPS": 128\n"TOTAL_TIMESTEPS": 1e7\n"NUM_SEEDS": 10\n'
+        '"SEED": 30\n"WANDB_MODE": "disabled"\n'
+    )
+    command = [sys.executable, "benchmarks/returns/jaxmarl_peer.py", "--jaxmarl-dir"]
+    command += [tmp_path / "JM", "--total-timesteps", 4 * 2048, "--num-seeds", 2]
+    command += ["--out", tmp_path]
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=repo_root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "jaxmarl_ippo_mpe.json").read_text())
+    canter, peer = record["sides"]
+    assert peer["final"] == [-77.0, -77.0] and peer["env_steps"] == 4 * 2048
+    assert canter["env_steps"] == 4 * 2048 and len(canter["final"]) == 2
+    assert "canter minus JaxMARL" in (tmp_path / "jaxmarl_ippo_mpe.md").read_text()
