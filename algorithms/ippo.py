@@ -409,7 +409,8 @@ def make_train(config: Config) -> trainer.Train:
 # JaxMARL's baselines/IPPO/config (c793d09) beyond its MPE defaults: ippo_rnn_smax.yaml's PPO
 # (128 envs x 128 steps, lr 0.004 annealed, clip 0.05, grad norm 0.25, ReLU) on a feed-forward
 # network (its GRU is not in this file), for SMAX's 3m; ippo_ff_overcooked.yaml (5e6 steps,
-# 16 x 128, the MPE PPO) on cramped_room, its layout until 977191a, without its reward shaping.
+# 16 x 128, the MPE PPO) on cramped_room, its layout until 977191a, without its reward shaping,
+# for 2,440 iterations (JaxMARL's 5e6 steps make 2,441; one fewer gives 10 whole evaluations).
 SMAX = dict(
     total_timesteps=9_994_240,  # 610 iterations of 16,384, as JaxMARL's NUM_UPDATES
     eval_every=999_424,

@@ -137,7 +137,7 @@ class Config:
     """Initialisation of the target and predictor: orthogonal (gain sqrt 2, output 1, as the
     policy's MLPs), or Flax's Dense default as Craftax_Baselines' `RNDNetwork` (LeCun normal,
     zero biases, no gains): on Craftax's observations the LeCun target's embedding is about half
-    as large, so unnormalised intrinsic rewards a quarter (results.md measures both at 1M)."""
+    as large, so unnormalised intrinsic rewards a quarter (a 1M measurement of both: issue 71)."""
 
     @property
     def batch_size(self) -> int:

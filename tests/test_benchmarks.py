@@ -1023,6 +1023,7 @@ def test_the_jaxmarl_peer_runs_its_script_as_main_does_and_tables_both_sides(tmp
 
     pytest.importorskip("jaxmarl")
     pytest.importorskip("omegaconf")
+    pytest.importorskip("wandb")
     script = tmp_path / "JM" / "baselines" / "IPPO"
     (script / "config").mkdir(parents=True)
     (script / "ippo_ff_mpe.py").write_text(FAKE_JAXMARL_IPPO)

@@ -2,6 +2,8 @@
 agents' rewards, time limits told from real ends, the final observation, SMAX's masks and wins,
 the world state, and the refusals either way between one agent's files and a team's envs."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,9 +15,9 @@ from tests.checks import needs
 pytestmark = needs("jaxmarl", "jaxmarl")
 
 
-def rollout(name: str, steps: int, n: int = 4, policy: str = "random"):
-    """`steps` steps of `n` envs under uniformly random valid actions (or action 0 everywhere,
-    `policy="stop"`), as the training loop steps them; the records of every step."""
+def rollout(name: str, steps: int, n: int = 4):
+    """`steps` steps of `n` envs under uniformly random valid actions, as the training loop
+    steps them; the records of every step."""
     from canter.common.envs import make_env, vector_mask, vector_step
 
     env, params = make_env(name, action="discrete", algorithm="ippo.py", agents=True)
@@ -30,8 +32,6 @@ def rollout(name: str, steps: int, n: int = 4, policy: str = "random"):
             action_key, step_key = jax.random.split(key)
             logits = jnp.where(mask, 0.0, -jnp.inf)
             action = jax.random.categorical(action_key, logits)
-            if policy == "stop":
-                action = jnp.zeros_like(action)
             out = step(jax.random.split(step_key, n), state, action, params)
             next_obs, state, reward, terminated, truncated, info = out
             record = dict(obs=obs, mask=mask, action=action, reward=reward, info=info)
@@ -71,29 +71,41 @@ def test_smax_masks_wins_and_real_ends_and_world_state():
     assert taken.all()
     terminated, truncated = np.asarray(out["terminated"]), np.asarray(out["truncated"])
     assert terminated.any() and not (terminated & truncated).any()
-    won = np.asarray(out["info"]["won"])
-    assert not (won & ~terminated).any()  # a win is a real end
-    # The team reward is every ally's (shared) reward; a win adds SMAX's +1 bonus.
+    # The team reward is every ally's (shared) reward (wins: the test below).
     agents = np.asarray(out["info"]["agent_rewards"])
     np.testing.assert_allclose(agents, np.repeat(np.asarray(out["reward"])[..., None], 3, -1))
-    assert (np.asarray(out["reward"])[won] >= 1.0).all()
     from canter.common.envs import base_state
 
     state = base_state(env.reset(jax.random.key(0), params)[1])
     assert env.unwrapped.world_state(state).shape == (72,)  # JaxMARL's: 12 per unit
 
 
-def test_smax_all_stop_times_out_as_a_truncation_at_101_steps():
-    _, params, out = rollout("jaxmarl:smax:3m", 101, n=2, policy="stop")
-    assert params.max_steps_in_episode == 101
-    ends = np.asarray(out["terminated"]) | np.asarray(out["truncated"])
-    # Standing still, the allies may be killed (a termination) or the clock runs out at 101.
-    for env in range(2):
-        first = int(np.flatnonzero(ends[:, env])[0])
-        if out["truncated"][first, env]:
-            assert first == 100
-        else:
-            assert first < 100
+def test_smax_time_out_truncates_and_a_wipe_out_terminates_with_a_win():
+    """From states set by hand: at SMAX's step limit (its clock at 100) a step truncates, and
+    the final world state is the one before the reset; with every enemy dead and the allies
+    alive the step terminates, is won, and pays SMAX's +1 bonus."""
+    from canter.common.envs import make_env
+
+    env, params = make_env("jaxmarl:smax:3m", agents=True)
+    team = env.unwrapped
+    _, state = team.reset_env(jax.random.key(0), params)
+    stop = jnp.full(3, 4)  # SMAX's action 4 is stop (0-3 move)
+    late = state.inner.replace(state=state.inner.state.replace(step=100))
+    obs, after, reward, terminated, info = team.step_env(
+        jax.random.key(1), dataclasses.replace(state, inner=late), stop, params
+    )
+    assert bool(after.truncated) and not bool(terminated) and not bool(info["won"])
+    np.testing.assert_allclose(info["final_world_state"], after.world)
+    np.testing.assert_allclose(team.world_state(after), after.world)
+    units = state.inner.state
+    dead = dict(unit_alive=units.unit_alive.at[3:].set(False))
+    dead["unit_health"] = units.unit_health.at[3:].set(0.0)  # SMAX reads life from health too
+    wiped = state.inner.replace(state=units.replace(**dead))
+    _, after, reward, terminated, info = team.step_env(
+        jax.random.key(2), dataclasses.replace(state, inner=wiped), stop, params
+    )
+    assert bool(terminated) and bool(info["won"]) and not bool(after.truncated)
+    assert float(reward) >= 1.0
 
 
 @pytest.mark.slow  # Overcooked's 400-step episodes compile a larger program
@@ -111,7 +123,9 @@ def test_overcooked_truncates_at_400_and_rewards_the_team_sparse_reward():
 def test_one_agents_files_and_team_files_refuse_each_others_envs():
     from canter.common.envs import make_env
 
-    with pytest.raises(ConfigError, match="is a team of agents, and ppo.py trains one"):
+    with pytest.raises(
+        ConfigError, match="is a team of agents, and ppo.py trains one: use ippo.py or mappo.py"
+    ):
         make_env("jaxmarl:smax:3m", action="discrete", algorithm="ppo.py")
     with pytest.raises(ConfigError, match="ippo.py trains a team of agents, and CartPole-v1"):
         make_env("CartPole-v1", action="discrete", algorithm="ippo.py", agents=True)

@@ -8,16 +8,19 @@ PyPI wheel: check the repository out at the commit ippo.py cites and pass it.
 
     git clone https://github.com/FLAIROx/JaxMARL JM
     git -C JM checkout c793d095618c6d3edfb5632802348f57b70a4b94
-    pip install -e ".[jaxmarl,bench]"   # hydra-core and wandb: the script imports them
+    pip install -e ".[jaxmarl,bench,log]"   # hydra-core and wandb: the script imports them
     python benchmarks/returns/jaxmarl_peer.py --jaxmarl-dir JM
 
 JaxMARL's script builds `make_train(config)` from its yaml (hydra) and logs through wandb; this
 script loads the file as it is, gives `make_train` the yaml's values with TOTAL_TIMESTEPS,
 NUM_SEEDS and SEED overridden as hydra's command line would, starts wandb in the script's own
 `disabled` mode, and jits and vmaps `make_train` over the seeds as its `main` does. Its training
-statistic is the mean over the update's steps and agents of `returned_episode_returns`, which
-MPELogWrapper holds as each agent's return times the number of agents: averaged over agents,
-the team's summed return, canter's row's statistic, over the episodes of the last update.
+statistic is the mean over the last update's steps and agents of `returned_episode_returns`,
+which MPELogWrapper holds, from each episode's end to the next, as each agent's return times the
+number of agents: averaged over agents, the team's summed return, weighted by the steps each
+episode's value was held (so the episode that ended in the update before counts too). canter's
+statistic is the plain mean over the episodes that ended in its last iteration: both estimate
+the team's return at the end of training, from about five episodes an env.
 
 Writes `results/peer_returns/jaxmarl_ippo_mpe.json` and `.md`: per side the final training
 statistic per seed, the compile and run seconds, team steps per second (all seeds, run only),
