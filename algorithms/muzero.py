@@ -22,7 +22,8 @@ priorities, no reanalyse). Deviations, each towards the paper's pseudocode or ca
 Gumbel search (Stoix's default is PUCT with Dirichlet noise: this file is Gumbel MuZero); the
 value and policy are also trained at the K-th unrolled state, and the K recurrent steps' losses
 weigh 1/K each against the first step's 1 (Stoix: K predictions, all divided by K); the latent
-gradient is halved after each dynamics step, not before (the pseudocode's place); the latent is
+gradient is halved on its way into the next dynamics step, after the heads have read it (the
+pseudocode's place; Stoix halves it before every dynamics step, the first included); the latent is
 min-max scaled to [0, 1] with eps 1e-5 after the representation and after each dynamics step
 (the paper; Stoix scales the dynamics input to [-1, 1], without eps); the GRU candidate is
 tanh (Stoix: sigmoid); each value target is a full n-step return (the window reaches n steps past
@@ -364,11 +365,11 @@ def loss_fn(network: MuZeroNet, window: Step, config: Config) -> tuple[Array, di
     reward = jnp.zeros_like(value)
     for i in range(k):
         latent, reward_logits = jax.vmap(network.dynamics)(latent, window.action[:, i])
-        latent = scale_gradient(latent, 0.5)
         step_reward = cross_entropy(reward_logits, reward_target[:, i]) * (status[:, i] < 2)
         step_policy, step_value = position(latent, i + 1)
         policy, value = policy + step_policy / k, value + step_value / k
         reward = reward + step_reward / k
+        latent = scale_gradient(latent, 0.5)  # only on the way into the next dynamics step
     policy, value, reward = policy.mean(), value.mean(), reward.mean()
     loss = policy + config.vf_coef * value + reward
     return loss, dict(policy_loss=policy, value_loss=value, reward_loss=reward)
@@ -480,6 +481,7 @@ def make_train(config: Config) -> trainer.Train:
 # publishes no number for it; its deviations are the module docstring's.
 STOIX = dict(
     total_timesteps=10_000_000,
+    eval_policy="sampled",  # Stoix's evaluator plays the search as in training, noise and all
     eval_every=500_000,
     num_eval_envs=128,
     num_envs=1024,
@@ -489,6 +491,7 @@ STOIX = dict(
     batch_size=32,
     updates_per_iteration=8,
     num_simulations=25,
+    learning_rate=3e-4,
     hidden_size=256,
     latent_size=512,
     support_bound=300,

@@ -320,8 +320,8 @@ def test_cli_run_then_evaluate_and_render(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.learning_extra  # 4 seeds of the defaults: about 5 min on 2 cores
 def test_muzero_cartpole_reaches_475():
-    # canter's CPU defaults, 204,800 env steps: every seed of 8 at 500 in the final greedy
-    # evaluation (docs/results.md, muzero); here 4 seeds, each checked.
+    # canter's CPU defaults, 204,800 env steps: 7 seeds of 8 at 500 in the final greedy
+    # evaluation, seeds 0-3 among them (docs/results.md, muzero); here those 4, each checked.
     config = muzero.Config(num_seeds=4, eval_every=204_800)
     result = trainer.run(config, muzero.make_train, algo="muzero", verbose=False)
     returns = np.asarray(result.metrics["eval"]["episodic_return"][:, -1])
