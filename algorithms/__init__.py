@@ -21,6 +21,7 @@ HOUSE = {
     "alphazero": "discrete",
     "muzero": "discrete",
     "ippo": "discrete",
+    "mappo": "discrete",
     "ppo_continuous": "continuous",
     "sac": "continuous",
     "td3": "continuous",
@@ -29,4 +30,4 @@ HOUSE = {
 }
 # The files that run one suite's envs only (its prefix): left out of the CLI's "use ... instead"
 # hint, which names the files for any env of an action kind.
-SUITE_ONLY = {"alphazero": "pgx:", "ippo": "jaxmarl:"}
+SUITE_ONLY = {"alphazero": "pgx:", "ippo": "jaxmarl:", "mappo": "jaxmarl:"}

@@ -23,9 +23,9 @@ from canter.algorithms import HOUSE, ppo, trainer
 from tests.checks import needs
 
 # ppo_atari's default game needs ale-py (the atari extra): skipped with its install line;
-# alphazero's default game needs pgx (the pgx extra), ippo's default team JaxMARL.
+# alphazero's default game needs pgx (the pgx extra), ippo's and mappo's default team JaxMARL.
 EXTRAS = {"ppo_atari": ("ale_py", "atari"), "alphazero": ("pgx", "pgx")}
-EXTRAS["ippo"] = ("jaxmarl", "jaxmarl")
+EXTRAS |= {name: ("jaxmarl", "jaxmarl") for name in ("ippo", "mappo")}
 FILES = [
     pytest.param(name, marks=needs(*EXTRAS[name])) if name in EXTRAS else name for name in HOUSE
 ]

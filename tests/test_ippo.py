@@ -57,10 +57,9 @@ def test_the_shared_network_sees_each_agents_own_observation_and_id():
         assert np.allclose(rows[0], rows[1]) != agent_ids
 
 
-def test_act_takes_valid_actions_only_for_every_agent():
+def test_act_takes_valid_actions_only_for_every_agent(vmapped):
     module = ippo()
-    config = module.Config(**TINY, env="jaxmarl:smax:3m")
-    state = module.make_train(config).init(jax.random.key(0))
+    state = jax.tree.map(lambda x: x[0], vmapped[0])
     obs = jax.random.normal(jax.random.key(1), (16, 3, 75))
     mask = jax.random.bernoulli(jax.random.key(2), 0.3, (16, 3, 8)).at[..., 4].set(True)
     for key in (None, jax.random.key(3)):
@@ -101,6 +100,31 @@ def test_bad_minibatches_are_refused_before_tracing():
     config = module.Config(**dict(TINY, num_minibatches=5))
     with pytest.raises(ConfigError, match="num_minibatches = 5 must divide .* 3 agents = 192"):
         module.make_train(config)
+
+
+@pytest.mark.slow  # a program of its own compiles: about 20 s on 2 busy cores
+def test_the_update_replays_the_rollouts_policy_exactly():
+    """With a learning rate of 0 every minibatch sees the rollout's parameters, so the loss's
+    recomputed log-probabilities equal the stored ones sample by sample (approx KL and clip
+    fraction 0): the batch's flattening keeps each agent's observation, mask, action and
+    log-probability together. The actor's output layer is scaled up so that its policy
+    is far from uniform (at its init gain of 0.01 a misaligned sample differs by little); the
+    second iteration's rollout starts from the memories the first left."""
+    import equinox as eqx
+
+    module = ippo()
+    config = module.Config(**TINY, env="jaxmarl:smax:3m", learning_rate=0.0)
+    train = module.make_train(config)
+    state = train.init(jax.random.key(0))
+    state = eqx.tree_at(
+        lambda s: s.model.actor.layers[-1].weight, state, replace_fn=lambda w: w * 300.0
+    )
+    step = jax.jit(train.step)
+    state, _ = step(state, jnp.array(0))
+    _, metrics = step(state, jnp.array(1))
+    assert float(metrics["entropy"]) < 1.5  # far from uniform over SMAX's 8 actions (2.08)
+    np.testing.assert_allclose(metrics["approx_kl"], 0.0, atol=1e-6)
+    np.testing.assert_allclose(metrics["clipfrac"], 0.0, atol=1e-6)
 
 
 # --- resume, command line, learning

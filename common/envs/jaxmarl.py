@@ -24,7 +24,8 @@ rollouts, evaluation, checkpoints and GIFs run unchanged, and only the multi-age
   stop), all actions elsewhere (`action_mask(state, params)`, `info["final_action_mask"]`).
 - **World state** (`world_state(state)`): what a centralised critic reads: SMAX's own
   (`obs["world_state"]`, all units, unnormalised as JaxMARL gives it), every agent's
-  observation concatenated elsewhere (JaxMARL's MAPPO wrappers).
+  observation concatenated elsewhere (JaxMARL's MAPPO wrappers); the final one, before a reset,
+  is `info["final_world_state"]`.
 - **Wins** (SMAX): `info["won"]` where an episode ends with every enemy dead and an ally alive;
   the runner's evaluation reports the win rate (`wins`) for an env that `reports_wins`.
 
@@ -132,7 +133,9 @@ class Team(environment.Environment):
             info["shaped_rewards"] = jnp.stack([shaped[a] for a in self.agents]).astype(float)
         stacked = self.stack(obs)
         truncated = ended & ~terminated
-        state = TeamState(inner, state.time + 1, self.world(obs, stacked), truncated)
+        world = self.world(obs, stacked)
+        info["final_world_state"] = world  # the world a truncated episode bootstraps from
+        state = TeamState(inner, state.time + 1, world, truncated)
         info["final_action_mask"] = self.action_mask(state, params)
         return stacked, state, reward, terminated, info
 

@@ -242,7 +242,7 @@ def _refuse_team(name: str, agents: bool, algorithm: str) -> None:
             f"{JAXMARL_PREFIX}overcooked:cramped_room, ... ({JAXMARL_INSTALL}; "
             "docs/environments.md)."
         )
-    raise ConfigError(f"{name} is a team of agents, and {who} trains one: use ippo.py.")
+    raise ConfigError(f"{name} is a team of agents, and {who} trains one: use ippo.py or mappo.py.")
 
 
 def _refuse_kind(name: str, kind: ActionKind, action: ActionKind, algorithm: str) -> None:
